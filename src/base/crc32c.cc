@@ -1,0 +1,79 @@
+#include "base/crc32c.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <nmmintrin.h>
+#define LLAMAY_CRC_X86 1
+#endif
+
+namespace llamay {
+namespace {
+
+constexpr uint32_t kPoly = 0x82F63B78u;
+
+// tables[k][b]: the CRC of byte b followed by k zero bytes.
+struct Tables {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  constexpr Tables() {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t c = b;
+      for (int i = 0; i < 8; ++i) c = (c >> 1) ^ ((c & 1u) ? kPoly : 0u);
+      t[0][b] = c;
+    }
+    for (int k = 1; k < 8; ++k)
+      for (uint32_t b = 0; b < 256; ++b) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFFu];
+  }
+};
+constexpr Tables kTables;
+
+#ifdef LLAMAY_CRC_X86
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    c = _mm_crc32_u64(c, w);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  return ~c32;
+}
+
+bool HaveSse42() {
+  static const bool have = __builtin_cpu_supports("sse4.2");
+  return have;
+}
+#endif
+
+}  // namespace
+
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  const auto& t = kTables.t;
+  uint32_t c = ~crc;
+  while (n >= 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);  // little-endian host assumed (x86-64, aarch64)
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= c;
+    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFF];
+  return ~c;
+}
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+#ifdef LLAMAY_CRC_X86
+  if (HaveSse42()) return ExtendSse42(crc, static_cast<const uint8_t*>(data), n);
+#endif
+  return Crc32cExtendPortable(crc, data, n);
+}
+
+}  // namespace llamay

@@ -1,0 +1,91 @@
+#include "base/numeric.h"
+
+#include <cmath>
+
+namespace llamay {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  if (exp == 0x1F) return FromBits(sign | 0x7F800000u | (mant << 13));  // inf / nan
+  if (exp != 0) return FromBits(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return FromBits(sign);
+  // Subnormal: value = mant * 2^-24, exact in f32.
+  float v = static_cast<float>(mant) * 0x1p-24f;
+  return sign ? -v : v;
+}
+
+uint16_t F32ToF16(float f) {
+  const uint32_t u = Bits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return sign | 0x7E00u | static_cast<uint16_t>((abs >> 13) & 0x3FFu);  // nan
+  if (abs >= 0x477FF000u) return sign | 0x7C00u;  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Result is subnormal or zero: value / 2^-24 rounded to nearest even.
+    float v = FromBits(abs) * 0x1p24f;  // exact scaling
+    float r = std::nearbyint(v);        // default rounding mode: nearest even
+    return sign | static_cast<uint16_t>(r);
+  }
+  // Normal: rebias exponent, round mantissa 23 -> 10 bits to nearest even.
+  uint32_t e = (abs >> 23) - 112;
+  uint32_t m = abs & 0x7FFFFFu;
+  uint32_t h = (e << 10) | (m >> 13);
+  uint32_t rest = m & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carry may bump the exponent: correct
+  return sign | static_cast<uint16_t>(h);
+}
+
+uint16_t F32ToBf16(float f) {
+  uint32_t u = Bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet nan
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n) {
+  const size_t nb = n / kQ8_0BlockSize;
+  for (size_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQ8_0BlockSize;
+    float amax = 0.0f;
+    for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = F32ToF16(d);
+    for (int j = 0; j < kQ8_0BlockSize; ++j) {
+      y[b].qs[j] = static_cast<int8_t>(std::lround(xb[j] * id));
+    }
+  }
+}
+
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, size_t n) {
+  const size_t nb = n / kQ8_0BlockSize;
+  for (size_t b = 0; b < nb; ++b) {
+    const float d = F16ToF32(x[b].d);
+    for (int j = 0; j < kQ8_0BlockSize; ++j) y[b * kQ8_0BlockSize + j] = d * x[b].qs[j];
+  }
+}
+
+void ConvertF32ToF16(const float* x, uint16_t* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = F32ToF16(x[i]);
+}
+void ConvertF16ToF32(const uint16_t* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = F16ToF32(x[i]);
+}
+
+}  // namespace llamay
