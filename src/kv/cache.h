@@ -1,0 +1,158 @@
+// Cache: the page pool (heap or arena), the memory budget, the registry of live contexts and the prefix
+// tree. The entry point of the state engine.
+//
+// Pages
+//   - Every page comes from AllocatePage and goes back through ReleasePage, the one release path (heap or
+//     arena alike). Pages are zeroed when issued (except a page about to be overwritten whole by a copy).
+//   - With arena_pages > 0 every page is a slot of one preallocated slab; slots out == live pages.
+//   - Memory is bounded: live pages * page_bytes <= max_bytes (when set). An allocation that would exceed
+//     it first evicts prefix-tree entries, and fails with ResourceExhausted only when none is evictable.
+//
+// Prefix tree (prefix_tree.h)
+//   - Retain(ctx) inserts a fork of ctx under its token sequence; Match(tokens) returns a new context
+//     holding the longest prefix of `tokens` that any entry computed, and its length. A match may end
+//     inside a page: that page is then shared, and copied only when the new context writes it.
+//   - Bounded by tree_max_bytes (bytes of the distinct pages its entries hold) and tree_max_entries.
+//     Eviction takes the least recently used unpinned leaf entry first (then unpinned interior entries),
+//     never an interior split node, never a pinned entry; it prunes upward and collapses one-child nodes.
+//
+// Thread-safety: all methods are thread-safe. Lock order: a context's lock, then tree_mu_, then a
+// prefix-tree context's lock, then pool_mu_. The tree never takes a user context's lock while holding
+// tree_mu_ (Retain forks first, then inserts).
+#ifndef LLAMAY_KV_CACHE_H_
+#define LLAMAY_KV_CACHE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/context.h"
+#include "kv/layout.h"
+
+namespace llamay::kv {
+
+namespace internal {
+struct Page;
+struct ContextState;
+class PrefixTree;
+}  // namespace internal
+
+struct CacheOptions {
+  KvLayout layout;
+  size_t max_bytes = 0;         // budget for live pages; 0 = unbounded
+  size_t arena_pages = 0;       // > 0: pages are slots of one preallocated slab of this many pages
+  size_t tree_max_bytes = 0;    // bytes of pages the prefix tree may hold; 0 = bounded only by max_bytes
+  size_t tree_max_entries = 0;  // 0 = unbounded
+};
+
+struct CacheStats {
+  size_t page_bytes = 0;
+  size_t pages_live = 0;
+  size_t pages_shared = 0;  // live pages with refcount > 1
+  uint64_t pages_allocated_total = 0;
+  uint64_t pages_freed_total = 0;
+  uint64_t page_copies = 0;  // copy-on-write copies made by Writable()
+  size_t bytes_live = 0;
+  size_t max_bytes = 0;
+  size_t arena_slots = 0;
+  size_t arena_slots_out = 0;
+  size_t contexts_live = 0;  // user and tree contexts
+  size_t tree_entries = 0;
+  size_t tree_nodes = 0;  // including the root
+  size_t tree_pinned = 0;
+  size_t tree_bytes = 0;
+  uint64_t tree_evictions = 0;
+};
+
+struct MatchResult {
+  Context context;     // holds tokens[0, matched); empty (size 0) when nothing matched
+  size_t matched = 0;
+};
+
+struct TreeEntryInfo {
+  std::vector<int32_t> tokens;
+  bool pinned = false;
+  uint64_t last_used = 0;  // tick of the last Retain or Match that used it
+};
+
+class Cache {
+ public:
+  static Result<std::unique_ptr<Cache>> Create(const CacheOptions& options);
+  // REQUIRES: every user context from this cache is closed (CHECKed). Tree entries are released here.
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  const KvLayout& layout() const { return options_.layout; }
+  const CacheOptions& options() const { return options_; }
+
+  Context NewContext();
+
+  // Inserts ctx's positions into the prefix tree (a fork: no page is copied). Re-retaining the same
+  // tokens refreshes the entry (and pins it if `pin`). Empty contexts are ignored.
+  Status Retain(const Context& ctx, bool pin = false);
+  MatchResult Match(std::span<const int32_t> tokens);
+  // Pins or unpins the entry for exactly `tokens`; false when there is none.
+  bool SetPinned(std::span<const int32_t> tokens, bool pinned);
+  // Evicts the next victim; false when nothing is evictable.
+  bool EvictOne();
+  // Removes every tree entry, pinned or not.
+  void ClearTree();
+
+  CacheStats Stats() const;
+  // Tree entries in depth-first order (children by ascending first token).
+  std::vector<TreeEntryInfo> TreeEntries() const;
+  // The tokens of the entry EvictOne would remove.
+  std::optional<std::vector<int32_t>> NextVictim() const;
+
+  // Checks every invariant of pages, arena, contexts and tree (see docs/design.md); an Internal status
+  // names the first that fails. REQUIRES: no other thread is using the cache.
+  Status CheckInvariants() const;
+
+ private:
+  friend class Context;
+  friend class SnapshotCodec;
+  friend class internal::PrefixTree;
+  explicit Cache(const CacheOptions& options);
+
+  // A page with refcount 1. zero: clear it (false only when the caller overwrites every byte).
+  Result<internal::Page*> AllocatePage(bool zero);
+  bool HasRoomLocked() const;
+  internal::Page* IssuePageLocked(bool zero);
+  // The one release path: drops one reference from each page; a page whose count reaches zero goes
+  // back to the heap free list or the arena.
+  void ReleasePages(std::span<internal::Page* const> pages);
+  Context Register(std::unique_ptr<internal::ContextState> state);
+  void Unregister(internal::ContextState* s);
+  void ClosePages(internal::ContextState* s);
+  Status CheckPagesLocked() const;
+
+  const CacheOptions options_;
+  const size_t page_bytes_;
+
+  mutable std::mutex tree_mu_;
+  std::unique_ptr<internal::PrefixTree> tree_;  // GUARDED_BY(tree_mu_)
+
+  mutable std::mutex pool_mu_;
+  std::unordered_set<internal::Page*> live_;              // GUARDED_BY(pool_mu_)
+  std::unordered_set<internal::ContextState*> contexts_;  // GUARDED_BY(pool_mu_)
+  std::vector<uint8_t*> heap_free_;                       // GUARDED_BY(pool_mu_): recycled buffers
+  uint8_t* arena_ = nullptr;                              // arena_pages * page_bytes_
+  std::vector<int64_t> arena_free_;                       // GUARDED_BY(pool_mu_)
+  uint64_t allocated_total_ = 0;                          // GUARDED_BY(pool_mu_)
+  uint64_t freed_total_ = 0;                              // GUARDED_BY(pool_mu_)
+  uint64_t next_serial_ = 1;                              // GUARDED_BY(pool_mu_)
+  uint64_t next_context_id_ = 1;                          // GUARDED_BY(pool_mu_)
+  std::atomic<uint64_t> copies_{0};
+};
+
+}  // namespace llamay::kv
+
+#endif  // LLAMAY_KV_CACHE_H_

@@ -1,0 +1,117 @@
+// Concurrency as the scheduler creates it. Run under the tsan preset (CI does) to prove the absence of
+// data races; in other builds these still check the results.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "kv/cache.h"
+#include "kv/snapshot.h"
+#include "kv/test_util.h"
+
+namespace llamay::kv {
+namespace {
+
+using namespace testing_util;
+
+TEST(Concurrency, SixteenThreadsForkOneParent) {
+  auto cache = MakeCache(SmallLayout(4));
+  Context parent = cache->NewContext();
+  Fill(parent, 21, 1);
+  const auto want = ReadAll(parent);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        Context b = parent.Fork();
+        if (ReadAll(b) != want) ++bad;
+        // Each branch writes a shared page and grows: copies, never visible to the parent.
+        const size_t pos = static_cast<size_t>(t + i) % 21;
+        if (!b.WriteRow(pos, 1, KvKind::kKey, RowValues(b.layout(), pos, 1, KvKind::kKey, t)).ok()) ++bad;
+        if (!b.Append(Iota(3)).ok()) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(ReadAll(parent), want);
+  ExpectInvariants(*cache);
+  EXPECT_EQ(cache->Stats().pages_live, parent.n_pages());
+}
+
+// Snapshot and restore of one branch race a writer that keeps rewriting the shared prefix through
+// another branch: every snapshot reads exactly the first branch's values.
+TEST(Concurrency, SnapshotRestoreRacesAWriterOfTheSharedPrefix) {
+  auto cache = MakeCache(SmallLayout(4));
+  Context parent = cache->NewContext();
+  Fill(parent, 17, 1);
+  Context a = parent.Fork();
+  Context b = parent.Fork();
+  parent.Close();
+  const auto want = ReadAll(a);
+  const Digest d{};
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      const size_t pos = static_cast<size_t>(i) % 17;
+      if (!b.WriteRow(pos, 0, KvKind::kValue, RowValues(b.layout(), pos, 0, KvKind::kValue, i)).ok()) ++bad;
+      if (i % 7 == 0) {  // re-share pages so the copy-on-write path keeps running
+        Context f = b.Fork();
+        b = std::move(f);
+      }
+    }
+  });
+  std::thread snapshotter([&] {
+    for (int i = 0; i < 200; ++i) {
+      auto bytes = SnapshotToBytes(a, d);
+      if (!bytes.ok()) {
+        ++bad;
+        continue;
+      }
+      auto r = RestoreSnapshot(*cache, *bytes, d);
+      if (!r.ok() || ReadAll(*r) != want) ++bad;
+    }
+    stop = true;
+  });
+  snapshotter.join();
+  writer.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(ReadAll(a), want);
+  ExpectInvariants(*cache);
+}
+
+// Eviction (retains against a small bound, and budget pressure) races allocation in other threads.
+TEST(Concurrency, EvictionRacesAllocation) {
+  KvLayout l = SmallLayout(4);
+  auto cache = MakeCache(l, /*arena_pages=*/64, 0, /*tree_max_entries=*/8);
+  std::atomic<int> unexpected{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 150; ++i) {
+        Context c = cache->NewContext();
+        Status s = c.Append(Iota(6 + static_cast<size_t>(i % 9), (t * 1000 + i) % 40));
+        if (!s.ok()) {
+          if (s.code() != StatusCode::kResourceExhausted) ++unexpected;
+          continue;
+        }
+        if (!cache->Retain(c).ok()) ++unexpected;
+        MatchResult m = cache->Match(Iota(8, (t * 1000 + i) % 40));
+        if (m.context.size() != m.matched) ++unexpected;
+        s = m.context.Append(Iota(5));
+        if (!s.ok() && s.code() != StatusCode::kResourceExhausted) ++unexpected;
+        if (i % 10 == 0) cache->EvictOne();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(unexpected.load(), 0);
+  ExpectInvariants(*cache);
+  cache->ClearTree();
+  EXPECT_EQ(cache->Stats().arena_slots_out, 0u);
+}
+
+}  // namespace
+}  // namespace llamay::kv

@@ -1,0 +1,352 @@
+#include "kv/prefix_tree.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kv/cache.h"
+
+namespace llamay::kv::internal {
+
+struct PrefixTree::Node {
+  std::vector<int32_t> edge;  // tokens from the parent's end to this node's end
+  Node* parent = nullptr;
+  std::map<int32_t, std::unique_ptr<Node>> children;  // keyed by the child's edge[0]
+  size_t depth = 0;                                   // tokens from the root to the end of edge
+  Context ctx;                                        // valid() iff this node is an entry
+  bool pinned = false;
+  uint64_t tick = 0;    // last use (entries)
+  Node* best = nullptr;  // most recently used entry in this subtree
+  VictimClass vclass = VictimClass::kNone;
+  uint64_t vtick = 0;  // the tick under which it is filed in leaves_/interiors_
+  bool entry() const { return ctx.valid(); }
+};
+
+namespace {
+
+size_t CommonPrefix(const std::vector<int32_t>& edge, std::span<const int32_t> rest) {
+  size_t n = std::min(edge.size(), rest.size()), k = 0;
+  while (k < n && edge[k] == rest[k]) ++k;
+  return k;
+}
+
+}  // namespace
+
+PrefixTree::PrefixTree(size_t page_bytes) : page_bytes_(page_bytes), root_(std::make_unique<Node>()) {}
+
+PrefixTree::~PrefixTree() { Clear(); }
+
+void PrefixTree::Hold(const Context& ctx, int delta) {
+  for (const Page* p : ctx.s_->pages) {
+    if (delta > 0) {
+      ++holds_[p];
+    } else {
+      auto it = holds_.find(p);
+      LLAMAY_CHECK(it != holds_.end()) << "tree releases a page it does not hold";
+      if (--it->second == 0) holds_.erase(it);
+    }
+  }
+}
+
+void PrefixTree::Reindex(Node* n) {
+  if (n->vclass == VictimClass::kLeaf) leaves_.erase({n->vtick, n});
+  if (n->vclass == VictimClass::kInterior) interiors_.erase({n->vtick, n});
+  n->vclass = VictimClass::kNone;
+  if (!n->entry() || n->pinned) return;
+  n->vclass = n->children.empty() ? VictimClass::kLeaf : VictimClass::kInterior;
+  n->vtick = n->tick;
+  (n->children.empty() ? leaves_ : interiors_).insert({n->vtick, n});
+}
+
+void PrefixTree::Touch(Node* n) {
+  n->tick = ++tick_;
+  // The newest tick is the largest: n is now the best of every subtree that contains it.
+  for (Node* a = n; a != nullptr; a = a->parent) a->best = n;
+  Reindex(n);
+}
+
+void PrefixTree::Insert(Context ctx, bool pin) {
+  const std::vector<int32_t> toks = ctx.tokens();
+  if (toks.empty()) return;  // ctx closes on return
+  Node* n = root_.get();
+  size_t i = 0;
+  bool created = false;
+  while (i < toks.size()) {
+    std::span<const int32_t> rest(toks.data() + i, toks.size() - i);
+    auto it = n->children.find(rest[0]);
+    if (it == n->children.end()) {
+      auto leaf = std::make_unique<Node>();
+      leaf->edge.assign(rest.begin(), rest.end());
+      leaf->parent = n;
+      leaf->depth = toks.size();
+      Node* raw = leaf.get();
+      n->children.emplace(rest[0], std::move(leaf));
+      ++nodes_;
+      n = raw;
+      created = true;
+      break;
+    }
+    Node* c = it->second.get();
+    const size_t k = CommonPrefix(c->edge, rest);
+    if (k == c->edge.size()) {
+      n = c;
+      i += k;
+      continue;
+    }
+    // Split c's edge after k tokens: a node without an entry takes the shared part.
+    auto mid = std::make_unique<Node>();
+    mid->edge.assign(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
+    mid->parent = n;
+    mid->depth = n->depth + k;
+    mid->best = c->best;
+    std::unique_ptr<Node> c_owned = std::move(it->second);
+    c->edge.erase(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
+    c->parent = mid.get();
+    mid->children.emplace(c->edge[0], std::move(c_owned));
+    Node* m = mid.get();
+    it->second = std::move(mid);
+    ++nodes_;
+    n = m;
+    i += k;
+  }
+  if (n->entry()) {  // the same tokens again: refresh, keep the existing context
+    if (pin && !n->pinned) {
+      n->pinned = true;
+      ++pinned_;
+    }
+    Touch(n);
+    return;
+  }
+  n->ctx = std::move(ctx);
+  Hold(n->ctx, +1);
+  ++entries_;
+  n->pinned = pin;
+  if (pin) ++pinned_;
+  Touch(n);
+  if (created && n->parent != root_.get()) Reindex(n->parent);
+}
+
+std::pair<const Context*, size_t> PrefixTree::Match(std::span<const int32_t> tokens) {
+  Node* n = root_.get();
+  Node* stop = nullptr;
+  size_t i = 0;
+  while (i < tokens.size()) {
+    auto it = n->children.find(tokens[i]);
+    if (it == n->children.end()) break;
+    Node* c = it->second.get();
+    const size_t k = CommonPrefix(c->edge, tokens.subspan(i));
+    i += k;
+    if (k < c->edge.size()) {  // the match ends inside c's edge
+      stop = c;
+      break;
+    }
+    n = c;
+  }
+  if (stop == nullptr) stop = n;
+  if (i == 0) return {nullptr, 0};
+  // Every entry below `stop` holds tokens[0, i): take the most recently used.
+  Node* e = stop->best;
+  LLAMAY_CHECK(e != nullptr && e->entry()) << "subtree without an entry";
+  Touch(e);
+  return {&e->ctx, i};
+}
+
+PrefixTree::Node* PrefixTree::FindExact(std::span<const int32_t> tokens) const {
+  Node* n = root_.get();
+  size_t i = 0;
+  while (i < tokens.size()) {
+    auto it = n->children.find(tokens[i]);
+    if (it == n->children.end()) return nullptr;
+    Node* c = it->second.get();
+    if (CommonPrefix(c->edge, tokens.subspan(i)) != c->edge.size()) return nullptr;
+    i += c->edge.size();
+    n = c;
+  }
+  return n == root_.get() ? nullptr : n;
+}
+
+bool PrefixTree::SetPinned(std::span<const int32_t> tokens, bool pinned) {
+  Node* n = FindExact(tokens);
+  if (n == nullptr || !n->entry()) return false;
+  if (n->pinned != pinned) {
+    n->pinned = pinned;
+    pinned ? ++pinned_ : --pinned_;
+    Reindex(n);
+  }
+  return true;
+}
+
+PrefixTree::Node* PrefixTree::Victim() const {
+  if (!leaves_.empty()) return leaves_.begin()->second;
+  if (!interiors_.empty()) return interiors_.begin()->second;
+  return nullptr;
+}
+
+std::optional<std::vector<int32_t>> PrefixTree::VictimTokens() const {
+  Node* v = Victim();
+  if (v == nullptr) return std::nullopt;
+  return PathTokens(v);
+}
+
+bool PrefixTree::EvictOne() {
+  Node* v = Victim();
+  if (v == nullptr) return false;
+  RemoveEntry(v);
+  ++evictions_;
+  return true;
+}
+
+PrefixTree::Node* PrefixTree::BestOf(Node* n) {
+  Node* best = n->entry() ? n : nullptr;
+  for (auto& [key, child] : n->children)
+    if (child->best != nullptr && (best == nullptr || child->best->tick > best->tick)) best = child->best;
+  return best;
+}
+
+void PrefixTree::FixBestUpward(Node* start, Node* removed) {
+  // Only subtrees whose best was `removed` change; above the first that did not, nothing does.
+  for (Node* a = start; a != nullptr && a->best == removed; a = a->parent) a->best = BestOf(a);
+}
+
+PrefixTree::Node* PrefixTree::Collapse(Node* n) {
+  Node* p = n->parent;
+  std::unique_ptr<Node> child = std::move(n->children.begin()->second);
+  child->edge.insert(child->edge.begin(), n->edge.begin(), n->edge.end());
+  child->parent = p;
+  p->children[n->edge[0]] = std::move(child);  // destroys n
+  --nodes_;
+  return p;
+}
+
+void PrefixTree::RemoveEntry(Node* n) {
+  Hold(n->ctx, -1);
+  n->ctx.Close();
+  --entries_;
+  if (n->pinned) --pinned_;
+  n->pinned = false;
+  Reindex(n);  // leaves the victim sets
+  Prune(n);
+}
+
+void PrefixTree::Prune(Node* n) {
+  Node* removed = n;
+  Node* cur;
+  if (n->children.size() >= 2) {
+    cur = n;  // stays as a split node
+  } else if (n->children.size() == 1) {
+    cur = Collapse(n);
+  } else {
+    cur = n->parent;
+    cur->children.erase(n->edge[0]);  // destroys n
+    --nodes_;
+    // Prune upward: an ancestor without an entry that no longer splits anything goes too.
+    while (cur != root_.get() && !cur->entry() && cur->children.size() < 2) {
+      if (cur->children.empty()) {
+        Node* up = cur->parent;
+        up->children.erase(cur->edge[0]);
+        --nodes_;
+        cur = up;
+      } else {
+        cur = Collapse(cur);
+        break;
+      }
+    }
+    Reindex(cur);  // an entry that lost its last child is now a leaf
+  }
+  FixBestUpward(cur, removed);
+}
+
+void PrefixTree::Clear() {
+  std::vector<Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    n->ctx.Close();
+    for (auto& [key, child] : n->children) stack.push_back(child.get());
+  }
+  root_ = std::make_unique<Node>();
+  leaves_.clear();
+  interiors_.clear();
+  holds_.clear();
+  entries_ = 0;
+  pinned_ = 0;
+  nodes_ = 1;
+}
+
+std::vector<int32_t> PrefixTree::PathTokens(const Node* n) const {
+  std::vector<const Node*> chain;
+  for (; n != nullptr; n = n->parent) chain.push_back(n);
+  std::vector<int32_t> out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) out.insert(out.end(), (*it)->edge.begin(), (*it)->edge.end());
+  return out;
+}
+
+std::vector<TreeEntryInfo> PrefixTree::Entries() const {
+  std::vector<TreeEntryInfo> out;
+  std::vector<int32_t> path;
+  // Depth-first, children by ascending key, an entry before its descendants.
+  auto visit = [&](auto&& self, const Node* n) -> void {
+    path.insert(path.end(), n->edge.begin(), n->edge.end());
+    if (n->entry()) out.push_back({path, n->pinned, n->tick});
+    for (auto& [key, child] : n->children) self(self, child.get());
+    path.resize(path.size() - n->edge.size());
+  };
+  visit(visit, root_.get());
+  return out;
+}
+
+Status PrefixTree::CheckInvariants() const {
+  size_t entries = 0, nodes = 0, pinned = 0, leaves = 0, interiors = 0;
+  std::unordered_map<const Page*, uint32_t> holds;
+  std::vector<int32_t> path;
+  Status bad;
+  auto fail = [&](const std::string& what) {
+    if (bad.ok()) bad = InternalError("prefix tree: " + what);
+  };
+  // Returns the node's best as recomputed from scratch.
+  auto visit = [&](auto&& self, const Node* n) -> const Node* {
+    ++nodes;
+    path.insert(path.end(), n->edge.begin(), n->edge.end());
+    const bool is_root = n == root_.get();
+    if (!is_root) {
+      if (n->edge.empty()) fail("non-root node with an empty edge");
+      if (n->depth != n->parent->depth + n->edge.size()) fail("depth mismatch");
+      if (!n->entry() && n->children.size() < 2) fail("node without entry and with < 2 children");
+    } else if (n->entry()) {
+      fail("root holds an entry");
+    }
+    const Node* best = nullptr;
+    if (n->entry()) {
+      ++entries;
+      if (n->pinned) ++pinned;
+      if (!n->ctx.s_->tree_owned) fail("entry context not marked tree-owned");
+      if (n->ctx.s_->tokens != path) fail("entry context tokens differ from its path");
+      for (const Page* p : n->ctx.s_->pages) ++holds[p];
+      best = n;
+      VictimClass want = n->pinned ? VictimClass::kNone
+                                   : (n->children.empty() ? VictimClass::kLeaf : VictimClass::kInterior);
+      if (n->vclass != want || (want != VictimClass::kNone && n->vtick != n->tick)) fail("victim index stale");
+      if (want == VictimClass::kLeaf) ++leaves;
+      if (want == VictimClass::kInterior) ++interiors;
+    } else if (n->vclass != VictimClass::kNone) {
+      fail("a node without entry is indexed as a victim");
+    }
+    for (auto& [key, child] : n->children) {
+      if (child->edge.empty() || child->edge[0] != key) fail("child keyed by the wrong token");
+      if (child->parent != n) fail("bad parent pointer");
+      const Node* b = self(self, child.get());
+      if (b != nullptr && (best == nullptr || b->tick > best->tick)) best = b;
+    }
+    if (n->best != best) fail("best-in-subtree stale");
+    path.resize(path.size() - n->edge.size());
+    return best;
+  };
+  visit(visit, root_.get());
+  if (entries != entries_) fail("entry count " + std::to_string(entries_) + " != " + std::to_string(entries));
+  if (nodes != nodes_) fail("node count " + std::to_string(nodes_) + " != " + std::to_string(nodes));
+  if (pinned != pinned_) fail("pinned count");
+  if (leaves != leaves_.size() || interiors != interiors_.size()) fail("victim sets hold other nodes");
+  if (holds != holds_) fail("page holds differ from the entries' pages");
+  return bad;
+}
+
+}  // namespace llamay::kv::internal

@@ -1,0 +1,84 @@
+// Snapshots: a context serialised position-major, so any cache of the same geometry can restore it
+// whatever its page size or precision. docs/snapshot-format.md gives the byte layout.
+//
+//   header (80 bytes): magic "LLAMAYCX", version, flags, geometry, on-disk precision, positions,
+//                      section count, the 32-byte weight digest
+//   section table:     {kind, flags, offset, size} per section
+//   sections:          TOKENS (int32 per position), KV ([pos][layer][k|v][row] at the on-disk precision),
+//                      and in later versions more kinds, which older readers skip unless marked required
+//   trailer:           CRC32C of every byte before it
+//
+// Restore refuses, each with its own SnapshotError (Status::detail()), checked in this order: bad magic,
+// unsupported version, impossible or oversized declared lengths (more than kMaxPositions positions is
+// refused by name; every length is checked against the geometry before anything is allocated),
+// truncation, checksum mismatch, a different model's weights, and a geometry the cache cannot hold.
+//
+// Thread-safety: writing takes the context's lock shared (a snapshot never races its own writer);
+// restoring builds a new context.
+#ifndef LLAMAY_KV_SNAPSHOT_H_
+#define LLAMAY_KV_SNAPSHOT_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/digest.h"
+#include "base/file.h"
+#include "base/status.h"
+#include "kv/cache.h"
+#include "kv/context.h"
+#include "kv/layout.h"
+
+namespace llamay::kv {
+
+inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr char kSnapshotMagic[8] = {'L', 'L', 'A', 'M', 'A', 'Y', 'C', 'X'};
+
+enum class SnapshotError : int {
+  kNone = 0,
+  kWrongModel = 1,          // intact file, computed by other weights
+  kBadMagic = 2,            // not a llamay snapshot
+  kUnsupportedVersion = 3,  // a format version (or required section) this build cannot read
+  kTruncated = 4,           // fewer bytes than the header declares
+  kChecksum = 5,            // the CRC does not match: damaged in transit or on disk
+  kBadLength = 6,           // a declared length is impossible or beyond the limits
+  kGeometry = 7,            // layers/heads/head dim differ from the cache's
+};
+std::string_view SnapshotErrorName(SnapshotError e);
+// The SnapshotError a failed restore carries (kNone for OK or for other failures).
+SnapshotError SnapshotErrorOf(const Status& s);
+
+struct SnapshotOptions {
+  // false: values are written as f32 (a snapshot outlives the settings that produced it).
+  // true: the cache's own precision, so a q8_0 cache does not quadruple on disk.
+  bool native_precision = false;
+};
+
+// What a snapshot's header says; Inspect verifies the checksum too.
+struct SnapshotInfo {
+  uint32_t version = 0;
+  uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
+  KvPrecision precision = KvPrecision::kF32;  // on disk
+  uint64_t n_positions = 0;
+  Digest weights{};
+  std::vector<int32_t> tokens;
+  uint64_t file_bytes = 0;
+};
+
+Status WriteSnapshot(const Context& ctx, const Digest& weights, ByteSink& sink,
+                     const SnapshotOptions& options = {});
+Result<std::vector<uint8_t>> SnapshotToBytes(const Context& ctx, const Digest& weights,
+                                             const SnapshotOptions& options = {});
+// Temporary file in the same directory, fsynced, renamed over `path`.
+Status SaveSnapshot(const Context& ctx, const Digest& weights, const std::string& path,
+                    const SnapshotOptions& options = {});
+
+Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes);
+// A new context in `cache` holding the snapshot's positions. Nothing in the cache changes on failure.
+Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights);
+Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights);
+
+}  // namespace llamay::kv
+
+#endif  // LLAMAY_KV_SNAPSHOT_H_
