@@ -47,6 +47,39 @@ TEST(Numeric, F16RoundTripsEveryHalf) {
   }
 }
 
+TEST(Numeric, VectorConversionsMatchPortableBitForBit) {
+  // Every half, and floats around every half's neighbourhood (ties, overflow, subnormals, nan).
+  std::vector<uint16_t> halves(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> a(halves.size()), b(halves.size());
+  ConvertF16ToF32(halves.data(), a.data(), halves.size());
+  ConvertF16ToF32Portable(halves.data(), b.data(), halves.size());
+  ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  std::mt19937 rng(5);
+  std::vector<float> xs;
+  for (float f : a) {
+    if (std::isnan(f)) continue;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    for (int d : {-4097, -4096, -1, 0, 1, 4095, 4096, 4097}) {
+      uint32_t v = u + static_cast<uint32_t>(d);
+      float g;
+      std::memcpy(&g, &v, 4);
+      if (!std::isnan(g)) xs.push_back(g);
+    }
+  }
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t v = static_cast<uint32_t>(rng());
+    float g;
+    std::memcpy(&g, &v, 4);
+    if (!std::isnan(g)) xs.push_back(g);
+  }
+  std::vector<uint16_t> ha(xs.size()), hb(xs.size());
+  ConvertF32ToF16(xs.data(), ha.data(), xs.size());
+  ConvertF32ToF16Portable(xs.data(), hb.data(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(ha[i], hb[i]) << xs[i];
+}
+
 TEST(Numeric, F16RoundsToNearestEven) {
   EXPECT_EQ(F16ToF32(F32ToF16(1.0f)), 1.0f);
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0).

@@ -2,6 +2,11 @@
 
 #include <cmath>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define LLAMAY_NUMERIC_X86 1
+#endif
+
 namespace llamay {
 namespace {
 
@@ -22,7 +27,10 @@ float F16ToF32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return FromBits(sign | 0x7F800000u | (mant << 13));  // inf / nan
+  if (exp == 0x1F) {
+    if (mant == 0) return FromBits(sign | 0x7F800000u);  // inf
+    return FromBits(sign | 0x7FC00000u | (mant << 13));  // nan, quieted as the F16C instruction does
+  }
   if (exp != 0) return FromBits(sign | ((exp + 112) << 23) | (mant << 13));
   if (mant == 0) return FromBits(sign);
   // Subnormal: value = mant * 2^-24, exact in f32.
@@ -81,11 +89,53 @@ void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, size_t n) {
   }
 }
 
-void ConvertF32ToF16(const float* x, uint16_t* y, size_t n) {
+void ConvertF32ToF16Portable(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = F32ToF16(x[i]);
 }
-void ConvertF16ToF32(const uint16_t* x, float* y, size_t n) {
+void ConvertF16ToF32Portable(const uint16_t* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = F16ToF32(x[i]);
+}
+
+#ifdef LLAMAY_NUMERIC_X86
+namespace {
+
+bool HaveF16c() {
+  static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return have;
+}
+
+// The F16C instructions round to nearest even, exactly as F32ToF16 does (base_test checks every half).
+__attribute__((target("avx,f16c"))) void ConvertF32ToF16F16c(const float* x, uint16_t* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = F32ToF16(x[i]);
+}
+
+__attribute__((target("avx,f16c"))) void ConvertF16ToF32F16c(const uint16_t* x, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = F16ToF32(x[i]);
+}
+
+}  // namespace
+#endif
+
+void ConvertF32ToF16(const float* x, uint16_t* y, size_t n) {
+#ifdef LLAMAY_NUMERIC_X86
+  if (HaveF16c()) return ConvertF32ToF16F16c(x, y, n);
+#endif
+  ConvertF32ToF16Portable(x, y, n);
+}
+
+void ConvertF16ToF32(const uint16_t* x, float* y, size_t n) {
+#ifdef LLAMAY_NUMERIC_X86
+  if (HaveF16c()) return ConvertF16ToF32F16c(x, y, n);
+#endif
+  ConvertF16ToF32Portable(x, y, n);
 }
 
 }  // namespace llamay

@@ -35,8 +35,12 @@ static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes, as in GGUF"
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n);
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, size_t n);
 
+// Row conversions; use the F16C instructions when the CPU has them (same results as the portable code,
+// which is exposed for tests).
 void ConvertF32ToF16(const float* x, uint16_t* y, size_t n);
 void ConvertF16ToF32(const uint16_t* x, float* y, size_t n);
+void ConvertF32ToF16Portable(const float* x, uint16_t* y, size_t n);
+void ConvertF16ToF32Portable(const uint16_t* x, float* y, size_t n);
 
 }  // namespace llamay
 

@@ -44,15 +44,6 @@ uint64_t U64(const uint8_t* p) {
   std::memcpy(&v, p, 8);
   return v;
 }
-void Put32(std::vector<uint8_t>& b, uint32_t v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  b.insert(b.end(), p, p + 4);
-}
-void Put64(std::vector<uint8_t>& b, uint64_t v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  b.insert(b.end(), p, p + 8);
-}
-
 // A validated view of a snapshot's bytes.
 struct Parsed {
   SnapshotInfo info;
@@ -196,31 +187,41 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
     buf.clear();
     return st;
   };
-  buf.insert(buf.end(), kSnapshotMagic, kSnapshotMagic + 8);
-  Put32(buf, kSnapshotVersion);
-  Put32(buf, 0);  // flags
-  Put32(buf, layout.n_layers);
-  Put32(buf, layout.n_kv_heads);
-  Put32(buf, layout.head_dim);
-  Put32(buf, static_cast<uint32_t>(disk));
-  Put64(buf, n);
-  Put32(buf, 2);  // sections
-  Put32(buf, 0);  // reserved
-  buf.insert(buf.end(), weights.begin(), weights.end());
   const uint64_t tokens_off = kHeaderBytes + 2 * kSectionEntryBytes;
   const uint64_t tokens_bytes = n * 4;
   const uint64_t kv_bytes = n * layout.n_layers * 2 * disk_row;
-  // Flags 0: every reader knows the two base sections. kSectionRequired is for later kinds.
-  Put32(buf, kSectionTokens);
-  Put32(buf, 0);
-  Put64(buf, tokens_off);
-  Put64(buf, tokens_bytes);
-  Put32(buf, kSectionKv);
-  Put32(buf, 0);
-  Put64(buf, tokens_off + tokens_bytes);
-  Put64(buf, kv_bytes);
-  const auto* tok = reinterpret_cast<const uint8_t*>(s->tokens.data());
-  buf.insert(buf.end(), tok, tok + tokens_bytes);
+  uint8_t head[tokens_off] = {};
+  size_t at = 0;
+  auto put = [&](const void* v, size_t len) {
+    std::memcpy(head + at, v, len);
+    at += len;
+  };
+  auto put32 = [&](uint32_t v) { put(&v, 4); };
+  auto put64 = [&](uint64_t v) { put(&v, 8); };
+  put(kSnapshotMagic, 8);
+  put32(kSnapshotVersion);
+  put32(0);  // flags
+  put32(layout.n_layers);
+  put32(layout.n_kv_heads);
+  put32(layout.head_dim);
+  put32(static_cast<uint32_t>(disk));
+  put64(n);
+  put32(2);  // sections
+  put32(0);  // reserved
+  put(weights.data(), weights.size());
+  // Section flags 0: every reader knows the two base sections. kSectionRequired is for later kinds.
+  put32(kSectionTokens);
+  put32(0);
+  put64(tokens_off);
+  put64(tokens_bytes);
+  put32(kSectionKv);
+  put32(0);
+  put64(tokens_off + tokens_bytes);
+  put64(kv_bytes);
+  LLAMAY_CHECK(at == tokens_off);
+  buf.resize(tokens_off + tokens_bytes);
+  std::memcpy(buf.data(), head, tokens_off);
+  std::memcpy(buf.data() + tokens_off, s->tokens.data(), tokens_bytes);
 
   std::vector<float> scratch(elems);
   const size_t P = layout.page_tokens;

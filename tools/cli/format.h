@@ -1,0 +1,15 @@
+// Human-readable numbers for the CLI: byte sizes ("128.00 KiB") and durations ("19µs", "1.52 ms").
+#ifndef LLAMAY_TOOLS_CLI_FORMAT_H_
+#define LLAMAY_TOOLS_CLI_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace llamay::cli {
+
+std::string FormatBytes(uint64_t bytes);
+std::string FormatDuration(double seconds);
+
+}  // namespace llamay::cli
+
+#endif  // LLAMAY_TOOLS_CLI_FORMAT_H_

@@ -1,0 +1,18 @@
+// llamay: the command-line entry point.
+#include <CLI/CLI.hpp>
+
+#include "ctx_commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"llamay: a local LLM inference engine whose contexts fork, snapshot and restore"};
+  app.require_subcommand(1);
+  int exit_code = llamay::cli::kExitOk;
+  llamay::cli::AddCtxCommands(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : llamay::cli::kExitBadInput;
+  }
+  return exit_code;
+}
