@@ -24,9 +24,10 @@ TEST(Crc32c, CheckValue) {
 
 TEST(Crc32c, DispatchedMatchesPortableAndExtends) {
   std::mt19937 rng(7);
-  std::vector<uint8_t> buf(4099);
+  std::vector<uint8_t> buf(200003);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 1000u, 4099u}) {
+  // Small sizes, and sizes around the three-lane blocks (3 x 8192 bytes) of the SSE4.2 path.
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 1000u, 4099u, 24575u, 24576u, 24577u, 49152u, 200003u}) {
     EXPECT_EQ(Crc32c(buf.data(), n), Crc32cExtendPortable(0, buf.data(), n)) << n;
     for (size_t split : {size_t{0}, n / 3, n}) {
       uint32_t c = Crc32cExtend(0, buf.data(), split);

@@ -29,8 +29,15 @@ struct Tables {
 constexpr Tables kTables;
 
 #ifdef LLAMAY_CRC_X86
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
-  uint64_t c = ~crc;
+// The crc32 instruction has a latency of 3 cycles and a throughput of 1 per cycle, so one dependency
+// chain runs at a third of the possible speed. Large inputs are cut into blocks of three lanes of
+// kLane bytes processed in one loop, and the lanes are joined with the linear "advance by kLane zero
+// bytes" operator: raw(s, A|B|C) = adv(adv(raw(s, A)) ^ raw(0, B)) ^ raw(0, C), where raw is the CRC
+// register without the initial and final inversion.
+constexpr size_t kLane = 8192;
+
+__attribute__((target("sse4.2"))) uint32_t RawSse42(uint32_t state, const uint8_t* p, size_t n) {
+  uint64_t c = state;
   while (n >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
@@ -40,7 +47,50 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8
   }
   uint32_t c32 = static_cast<uint32_t>(c);
   while (n--) c32 = _mm_crc32_u8(c32, *p++);
-  return ~c32;
+  return c32;
+}
+
+// adv(x) for x split into bytes: table[k][b] = adv(b << 8k).
+struct Advance {
+  uint32_t table[4][256];
+  Advance() {
+    static const uint8_t zeros[kLane] = {};
+    uint32_t basis[32];
+    for (int i = 0; i < 32; ++i) basis[i] = RawSse42(1u << i, zeros, kLane);
+    for (int k = 0; k < 4; ++k)
+      for (uint32_t b = 0; b < 256; ++b) {
+        uint32_t v = 0;
+        for (int bit = 0; bit < 8; ++bit)
+          if (b & (1u << bit)) v ^= basis[8 * k + bit];
+        table[k][b] = v;
+      }
+  }
+  uint32_t operator()(uint32_t x) const {
+    return table[0][x & 0xFF] ^ table[1][(x >> 8) & 0xFF] ^ table[2][(x >> 16) & 0xFF] ^ table[3][x >> 24];
+  }
+};
+
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
+  uint32_t state = ~crc;
+  if (n >= 3 * kLane) {
+    static const Advance adv;
+    while (n >= 3 * kLane) {
+      uint64_t a = state, b = 0, c = 0;
+      for (size_t i = 0; i < kLane; i += 8) {
+        uint64_t wa, wb, wc;
+        std::memcpy(&wa, p + i, 8);
+        std::memcpy(&wb, p + kLane + i, 8);
+        std::memcpy(&wc, p + 2 * kLane + i, 8);
+        a = _mm_crc32_u64(a, wa);
+        b = _mm_crc32_u64(b, wb);
+        c = _mm_crc32_u64(c, wc);
+      }
+      state = adv(adv(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^ static_cast<uint32_t>(c);
+      p += 3 * kLane;
+      n -= 3 * kLane;
+    }
+  }
+  return ~RawSse42(state, p, n);
 }
 
 bool HaveSse42() {

@@ -67,7 +67,9 @@ Status Context::Writable(ContextState* s, size_t index) {
   return Status::Ok();
 }
 
-Status Context::Append(std::span<const int32_t> tokens) {
+Status Context::Append(std::span<const int32_t> tokens) { return AppendImpl(tokens, false); }
+
+Status Context::AppendImpl(std::span<const int32_t> tokens, bool caller_overwrites) {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
   if (tokens.empty()) return Status::Ok();
@@ -86,7 +88,7 @@ Status Context::Append(std::span<const int32_t> tokens) {
   std::vector<Page*> fresh;
   fresh.reserve(need);
   for (size_t i = 0; i < need; ++i) {
-    auto page = s_->cache->AllocatePage(/*zero=*/true);
+    auto page = s_->cache->AllocatePage(/*zero=*/!caller_overwrites);
     if (!page.ok()) {
       s_->cache->ReleasePages(fresh);
       return page.status();
@@ -94,6 +96,17 @@ Status Context::Append(std::span<const int32_t> tokens) {
     fresh.push_back(*page);
   }
   // 3. Slots of the tail page that become positions may hold values from before a truncation: clear.
+  if (caller_overwrites) {
+    // Slots past the new end of the last page are the only bytes nobody writes: clear them.
+    const size_t end_slot = (old + tokens.size()) % P;
+    if (end_slot != 0 && need > 0) {
+      uint8_t* data = fresh.back()->data;
+      for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
+        for (KvKind kind : {KvKind::kKey, KvKind::kValue})
+          std::memset(data + layout.RowOffset(layer, kind, static_cast<uint32_t>(end_slot)), 0,
+                      (P - end_slot) * layout.row_bytes());
+    }
+  }
   if (tail_used != 0) {
     const size_t n = std::min(P - tail_used, tokens.size());
     uint8_t* data = s_->pages[old / P]->data;

@@ -82,6 +82,9 @@ class Context {
   // Makes page `index` of `s` private to it: copies the page if its refcount is above one. The only
   // function in kv/ that copies a page. REQUIRES: s->mu held exclusively.
   static Status Writable(internal::ContextState* s, size_t index);
+  // Append; with `caller_overwrites`, the new positions' rows are left for the caller to fill before
+  // the context is shared (restore), so only slots past the new end are zeroed.
+  Status AppendImpl(std::span<const int32_t> tokens, bool caller_overwrites);
   internal::ContextState* s_ = nullptr;
 };
 

@@ -261,7 +261,8 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
   std::vector<int32_t> tokens(in.n_positions);
   std::memcpy(tokens.data(), p.tokens.data(), p.tokens.size());
   Context ctx = cache.NewContext();
-  LLAMAY_RETURN_IF_ERROR(ctx.Append(tokens));  // all-or-nothing; ctx closes on failure
+  // All-or-nothing; ctx closes on failure. Every row of the new positions is written below.
+  LLAMAY_RETURN_IF_ERROR(ctx.AppendImpl(tokens, /*caller_overwrites=*/true));
   const uint32_t elems = layout.row_elems();
   const size_t disk_row = RowBytes(in.precision, elems);
   const size_t P = layout.page_tokens;
