@@ -221,7 +221,7 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
   LLAMAY_CHECK(at == tokens_off);
   buf.resize(tokens_off + tokens_bytes);
   std::memcpy(buf.data(), head, tokens_off);
-  std::memcpy(buf.data() + tokens_off, s->tokens.data(), tokens_bytes);
+  if (tokens_bytes != 0) std::memcpy(buf.data() + tokens_off, s->tokens.data(), tokens_bytes);
 
   std::vector<float> scratch(elems);
   const size_t P = layout.page_tokens;
@@ -259,7 +259,7 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
                          layout.ToString() + ")");
   // Token ids first, into a plain buffer whose size the checks above bounded.
   std::vector<int32_t> tokens(in.n_positions);
-  std::memcpy(tokens.data(), p.tokens.data(), p.tokens.size());
+  if (!tokens.empty()) std::memcpy(tokens.data(), p.tokens.data(), p.tokens.size());
   Context ctx = cache.NewContext();
   // All-or-nothing; ctx closes on failure. Every row of the new positions is written below.
   LLAMAY_RETURN_IF_ERROR(ctx.AppendImpl(tokens, /*caller_overwrites=*/true));
@@ -323,7 +323,7 @@ Status SaveSnapshot(const Context& ctx, const Digest& weights, const std::string
 Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes) {
   LLAMAY_ASSIGN_OR_RETURN(Parsed p, Parse(bytes));
   p.info.tokens.resize(p.info.n_positions);
-  std::memcpy(p.info.tokens.data(), p.tokens.data(), p.tokens.size());
+  if (!p.info.tokens.empty()) std::memcpy(p.info.tokens.data(), p.tokens.data(), p.tokens.size());
   return p.info;
 }
 
