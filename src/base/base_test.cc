@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "base/cpu.h"
 #include "base/crc32c.h"
 #include "base/digest.h"
 #include "base/file.h"
@@ -180,6 +181,24 @@ TEST(File, AtomicWriteReplacesAndLeavesNoTemporary) {
   EXPECT_EQ(files, 1u);
   EXPECT_EQ(ReadFile((dir / "missing").string()).status().code(), StatusCode::kNotFound);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace llamay
+
+namespace llamay {
+namespace {
+
+TEST(Cpu, FeaturesAreConsistent) {
+  const CpuFeatures& f = GetCpuFeatures();
+  // Every AVX-family feature needs AVX itself (and the OS's YMM support).
+  if (f.avx2 || f.fma || f.f16c) {
+    EXPECT_TRUE(f.avx);
+  }
+#if defined(__x86_64__)
+  EXPECT_TRUE(f.sse42);  // every x86-64 machine this project targets has it
+#endif
+  EXPECT_EQ(&GetCpuFeatures(), &f);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "base/crc32c.h"
 
+#include "base/cpu.h"
+
 #include <array>
 #include <cstring>
 
@@ -94,8 +96,7 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8
 }
 
 bool HaveSse42() {
-  static const bool have = __builtin_cpu_supports("sse4.2");
-  return have;
+  return GetCpuFeatures().sse42;
 }
 #endif
 

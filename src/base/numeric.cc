@@ -1,5 +1,7 @@
 #include "base/numeric.h"
 
+#include "base/cpu.h"
+
 #include <cmath>
 
 #if defined(__x86_64__)
@@ -100,8 +102,7 @@ void ConvertF16ToF32Portable(const uint16_t* x, float* y, size_t n) {
 namespace {
 
 bool HaveF16c() {
-  static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return have;
+  return GetCpuFeatures().f16c;
 }
 
 // The F16C instructions round to nearest even, exactly as F32ToF16 does (base_test checks every half).
