@@ -1,0 +1,242 @@
+// Parity with llama.cpp (../shared/ref/llama.cpp/*.json) and the determinism contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kv/cache.h"
+#include "kv/snapshot.h"
+#include "model/demo_model.h"
+#include "model/model.h"
+
+namespace llamay::model {
+namespace {
+
+const std::string kRef = std::string(LLAMAY_SHARED_DIR) + "/ref/";
+
+bool HaveRef() { return std::filesystem::exists(kRef + "llama.cpp/tiny-llama-f32.json"); }
+
+nlohmann::json LoadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::unique_ptr<kv::Cache> CacheFor(const Model& m, uint32_t page_tokens = 64,
+                                    kv::KvPrecision p = kv::KvPrecision::kF32) {
+  kv::CacheOptions o;
+  o.layout = m.KvLayoutFor(page_tokens, p);
+  auto c = kv::Cache::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(*c);
+}
+
+// Logits for every position of `tokens`, computed in one prefill.
+std::vector<float> Prefill(const Model& m, kv::Context& ctx, const std::vector<int32_t>& tokens) {
+  std::vector<float> logits;
+  SeqInput in{&ctx, tokens, true};
+  Status s = m.Forward(std::span(&in, 1), &logits);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return logits;
+}
+
+std::vector<float> Step(const Model& m, kv::Context& ctx, int32_t token) {
+  std::vector<float> logits;
+  SeqInput in{&ctx, std::span(&token, 1), false};
+  Status s = m.Forward(std::span(&in, 1), &logits);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return logits;
+}
+
+int32_t Argmax(const float* v, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+// Top-1 minus top-2 of a reference logit row.
+float Margin(const std::vector<float>& v) {
+  float a = -INFINITY, b = -INFINITY;
+  for (float x : v) {
+    if (x > a) {
+      b = a;
+      a = x;
+    } else if (x > b) {
+      b = x;
+    }
+  }
+  return a - b;
+}
+
+struct ParityCase {
+  const char* model;
+  float tol;  // max |logit - reference| allowed
+};
+
+class Parity : public testing::TestWithParam<ParityCase> {};
+
+TEST_P(Parity, MatchesLlamaCpp) {
+  if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+  const ParityCase pc = GetParam();
+  auto model = Model::Load(kRef + "models/" + pc.model + ".gguf");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const Model& m = **model;
+  const nlohmann::json ref = LoadJson(kRef + "llama.cpp/" + pc.model + ".json");
+  const size_t V = m.hparams().n_vocab;
+  for (const auto& c : ref["cases"]) {
+    const std::vector<int32_t> tokens = c["tokens"];
+    SCOPED_TRACE(std::string(pc.model) + ", prompt of " + std::to_string(tokens.size()) + " tokens");
+    auto cache = CacheFor(m);
+    kv::Context ctx = cache->NewContext();
+    const std::vector<float> logits = Prefill(m, ctx, tokens);
+    ASSERT_EQ(logits.size(), tokens.size() * V);
+    // Logits at the dumped positions, within the tolerance; argmax where the reference margin allows.
+    float worst = 0.0f;
+    for (const auto& row : c["logits"]) {
+      const size_t pos = row["pos"];
+      const std::vector<float> want = row["values"];
+      for (size_t i = 0; i < V; ++i) worst = std::max(worst, std::fabs(logits[pos * V + i] - want[i]));
+    }
+    EXPECT_LE(worst, pc.tol) << "largest logit difference";
+    std::printf("  %s, %zu tokens: max |logit - llama.cpp| = %.3g\n", pc.model, tokens.size(), worst);
+    const std::vector<int32_t> argmax = c["argmax"];
+    int checked = 0;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+      const int32_t got = Argmax(&logits[p * V], V);
+      if (got == argmax[p]) {
+        ++checked;
+        continue;
+      }
+      // A disagreement is allowed only where our own top two are within the tolerance of each other.
+      std::vector<float> mine(logits.begin() + static_cast<long>(p * V), logits.begin() + static_cast<long>((p + 1) * V));
+      EXPECT_LE(Margin(mine), 2 * pc.tol) << "argmax differs at position " << p;
+    }
+    EXPECT_GE(checked, static_cast<int>(tokens.size()) * 9 / 10);
+    // Greedy continuation, one token at a time, until the first near-tie.
+    const std::vector<int32_t> greedy = c["greedy"];
+    std::vector<float> last(logits.end() - static_cast<long>(V), logits.end());
+    for (size_t i = 0; i < greedy.size(); ++i) {
+      const int32_t got = Argmax(last.data(), V);
+      if (got != greedy[i]) {
+        EXPECT_LE(Margin(last), 2 * pc.tol) << "greedy token " << i << ": " << got << " vs " << greedy[i];
+        break;
+      }
+      last = Step(m, ctx, got);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Parity,
+                         testing::Values(ParityCase{"tiny-llama-f32", 2e-3f}, ParityCase{"tiny-qwen2-f32", 2e-3f},
+                                         ParityCase{"tiny-qwen3-f32", 2e-3f}, ParityCase{"stories260K", 2e-3f}),
+                         [](const auto& info) {
+                           std::string n = info.param.model;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(Stories260K, GreedyReproducesTheReferenceStory) {
+  if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+  auto model = Model::Load(kRef + "models/stories260K.gguf");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const nlohmann::json ref = LoadJson(kRef + "llama.cpp/stories260K.json");
+  const auto& c = ref["cases"][0];
+  ASSERT_EQ(c["prompt"], "Once upon a time");
+  const std::vector<int32_t> tokens = c["tokens"], want = c["greedy"];
+  auto cache = CacheFor(**model);
+  kv::Context ctx = cache->NewContext();
+  std::vector<float> logits = Prefill(**model, ctx, tokens);
+  const size_t V = (*model)->hparams().n_vocab;
+  std::vector<int32_t> got;
+  std::vector<float> last(logits.end() - static_cast<long>(V), logits.end());
+  for (size_t i = 0; i < want.size(); ++i) {
+    got.push_back(Argmax(last.data(), V));
+    last = Step(**model, ctx, got.back());
+  }
+  EXPECT_EQ(got, want);
+}
+
+// --- Determinism contract: bit-identical logits ---------------------------------------------------
+
+bool Same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+class Determinism : public testing::Test {
+ protected:
+  void SetUp() override {
+    auto f = gguf::File::FromBuffer(BuildDemoModel());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    auto m = Model::FromFile(std::move(*f));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(*m);
+    for (int i = 0; i < 150; ++i) prompt_.push_back(3 + (i * 37) % 256);
+  }
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> prompt_;
+};
+
+TEST_F(Determinism, IndependentOfPageSizeAndChunking) {
+  auto c64 = CacheFor(*model_, 64), c7 = CacheFor(*model_, 7), c128 = CacheFor(*model_, 128);
+  kv::Context a = c64->NewContext(), b = c7->NewContext(), c = c128->NewContext();
+  const auto la = Prefill(*model_, a, prompt_);
+  EXPECT_TRUE(Same(la, Prefill(*model_, b, prompt_)));
+  // Chunks of 50 instead of one prefill of 150.
+  std::vector<float> chunked;
+  for (size_t i = 0; i < prompt_.size(); i += 50) {
+    std::vector<int32_t> part(prompt_.begin() + static_cast<long>(i), prompt_.begin() + static_cast<long>(i + 50));
+    auto l = Prefill(*model_, c, part);
+    chunked.insert(chunked.end(), l.begin(), l.end());
+  }
+  EXPECT_TRUE(Same(la, chunked));
+}
+
+TEST_F(Determinism, IndependentOfBatchComposition) {
+  auto cache = CacheFor(*model_);
+  kv::Context alone = cache->NewContext(), x = cache->NewContext(), y = cache->NewContext();
+  const auto want = Prefill(*model_, alone, prompt_);
+  std::vector<int32_t> other(prompt_.rbegin(), prompt_.rend());
+  std::vector<float> logits;
+  SeqInput in[2] = {{&y, other, true}, {&x, prompt_, true}};
+  ASSERT_TRUE(model_->Forward(in, &logits).ok());
+  std::vector<float> mine(logits.begin() + static_cast<long>(other.size() * model_->hparams().n_vocab), logits.end());
+  EXPECT_TRUE(Same(want, mine));
+}
+
+TEST_F(Determinism, ForkAndSnapshotContinueExactly) {
+  for (kv::KvPrecision p : {kv::KvPrecision::kF32, kv::KvPrecision::kF16, kv::KvPrecision::kQ8_0}) {
+    auto cache = CacheFor(*model_, 64, p);
+    kv::Context parent = cache->NewContext();
+    Prefill(*model_, parent, prompt_);
+    kv::Context branch = parent.Fork();
+    auto bytes = kv::SnapshotToBytes(parent, model_->weight_digest(), {.native_precision = true});
+    ASSERT_TRUE(bytes.ok());
+    auto other = CacheFor(*model_, 128, p);
+    auto restored = kv::RestoreSnapshot(*other, *bytes, model_->weight_digest());
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    for (int32_t tok : {65, 66, 67}) {
+      const auto want = Step(*model_, parent, tok);
+      EXPECT_TRUE(Same(want, Step(*model_, branch, tok))) << "fork drifted";
+      EXPECT_TRUE(Same(want, Step(*model_, *restored, tok))) << "restore drifted";
+    }
+  }
+}
+
+TEST_F(Determinism, BadInputLeavesContextsIntact) {
+  auto cache = CacheFor(*model_);
+  kv::Context ctx = cache->NewContext();
+  Prefill(*model_, ctx, {1, 2, 3});
+  std::vector<int32_t> bad = {5, 100000};
+  std::vector<float> logits;
+  SeqInput in{&ctx, bad, false};
+  EXPECT_EQ(model_->Forward(std::span(&in, 1), &logits).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx.size(), 3u);
+  EXPECT_TRUE(logits.empty());
+}
+
+}  // namespace
+}  // namespace llamay::model

@@ -1,0 +1,100 @@
+#include "model/weights.h"
+
+#include <string>
+
+namespace llamay::model {
+namespace {
+
+std::string Shape(int64_t rows, int64_t cols) {
+  std::string s = "[";
+  s += std::to_string(rows);
+  s += "][";
+  s += std::to_string(cols);
+  s += "]";
+  return s;
+}
+
+class Binder {
+ public:
+  Binder(const gguf::File& f) : f_(f) {}
+
+  // A tensor of `cols` x `rows` (rows 1 for vectors). Optional tensors may be absent.
+  Result<Tensor> Get(const std::string& name, int64_t rows, int64_t cols, bool matrix, bool optional = false) {
+    const gguf::TensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) {
+      if (optional) return Tensor{};
+      return InvalidArgumentError("model: tensor '" + name + "' is missing");
+    }
+    Tensor out;
+    out.type = t->type;
+    out.data = t->data;
+    out.cols = t->dims.empty() ? 1 : t->dims[0];
+    out.rows = t->rows();
+    if (out.cols != cols || out.rows != rows)
+      return InvalidArgumentError("model: tensor '" + name + "' has shape " + Shape(out.rows, out.cols) +
+                                  ", expected " + Shape(rows, cols));
+    if (matrix ? !IsSupportedMatrixType(out.type) : out.type != TensorType::kF32)
+      return UnimplementedError("model: tensor '" + name + "' has type " +
+                                std::string(TensorTypeName(out.type)) + ", which is not supported" +
+                                (matrix ? "" : " (norms and biases must be f32)"));
+    return out;
+  }
+
+ private:
+  const gguf::File& f_;
+};
+
+}  // namespace
+
+bool IsSupportedMatrixType(TensorType t) {
+  switch (t) {
+    case TensorType::kF32:
+    case TensorType::kF16:
+    case TensorType::kBF16:
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0:
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {
+  Binder b(f);
+  Weights w;
+  const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), F = hp.n_ff, V = hp.n_vocab;
+  LLAMAY_ASSIGN_OR_RETURN(w.tok_embd, b.Get("token_embd.weight", V, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(w.output_norm, b.Get("output_norm.weight", 1, E, false));
+  LLAMAY_ASSIGN_OR_RETURN(w.output, b.Get("output.weight", V, E, true, /*optional=*/true));
+  if (!w.output) w.output = w.tok_embd;  // tied embeddings
+  LLAMAY_ASSIGN_OR_RETURN(w.rope_freqs, b.Get("rope_freqs.weight", 1, hp.n_rot / 2, false, true));
+  w.layers.resize(hp.n_layer);
+  for (uint32_t i = 0; i < hp.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    LLAMAY_ASSIGN_OR_RETURN(l.attn_norm, b.Get(p + "attn_norm.weight", 1, E, false));
+    LLAMAY_ASSIGN_OR_RETURN(l.wq, b.Get(p + "attn_q.weight", Q, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l.wk, b.Get(p + "attn_k.weight", KV, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l.wv, b.Get(p + "attn_v.weight", KV, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l.wo, b.Get(p + "attn_output.weight", E, Q, true));
+    // Biases: required for qwen2, allowed (and used) wherever present.
+    LLAMAY_ASSIGN_OR_RETURN(l.bq, b.Get(p + "attn_q.bias", 1, Q, false, !hp.qkv_bias));
+    LLAMAY_ASSIGN_OR_RETURN(l.bk, b.Get(p + "attn_k.bias", 1, KV, false, !hp.qkv_bias));
+    LLAMAY_ASSIGN_OR_RETURN(l.bv, b.Get(p + "attn_v.bias", 1, KV, false, !hp.qkv_bias));
+    LLAMAY_ASSIGN_OR_RETURN(l.q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
+    LLAMAY_ASSIGN_OR_RETURN(l.k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
+    LLAMAY_ASSIGN_OR_RETURN(l.ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
+    LLAMAY_ASSIGN_OR_RETURN(l.w_gate, b.Get(p + "ffn_gate.weight", F, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l.w_up, b.Get(p + "ffn_up.weight", F, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l.w_down, b.Get(p + "ffn_down.weight", E, F, true));
+  }
+  return w;
+}
+
+}  // namespace llamay::model

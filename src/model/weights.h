@@ -1,0 +1,52 @@
+// The model's tensors, bound by name from a GGUF file and checked against the hyperparameters.
+//
+// Every matrix is [rows][cols] with cols contiguous (GGUF dims[0] == cols): a linear layer y = W x has
+// W of [n_out][n_in]. Data points into the mapped GGUF file, which must outlive the Weights.
+// Thread-safety: immutable after binding.
+#ifndef LLAMAY_MODEL_WEIGHTS_H_
+#define LLAMAY_MODEL_WEIGHTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "base/tensor_type.h"
+#include "gguf/gguf.h"
+#include "model/hparams.h"
+
+namespace llamay::model {
+
+struct Tensor {
+  TensorType type = TensorType::kF32;
+  const uint8_t* data = nullptr;  // nullptr: absent (optional tensors)
+  int64_t cols = 0;               // dims[0]
+  int64_t rows = 0;               // product of dims[1..]
+  explicit operator bool() const { return data != nullptr; }
+  const float* f32() const { return reinterpret_cast<const float*>(data); }
+};
+
+struct LayerWeights {
+  Tensor attn_norm;             // [n_embd] f32
+  Tensor wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
+  Tensor bq, bk, bv;            // qwen2: [q_dim], [kv_dim] x2, f32
+  Tensor q_norm, k_norm;        // qwen3: [head_dim] f32
+  Tensor ffn_norm;              // [n_embd] f32
+  Tensor w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
+};
+
+struct Weights {
+  Tensor tok_embd;     // [n_vocab][n_embd]
+  Tensor output_norm;  // [n_embd] f32
+  Tensor output;       // [n_vocab][n_embd]; == tok_embd when the model ties them
+  Tensor rope_freqs;   // optional [n_rot/2] f32: per-frequency divisors (llama 3 rope scaling)
+  std::vector<LayerWeights> layers;
+};
+
+// Types a matrix may have; the kernels implement these.
+bool IsSupportedMatrixType(TensorType t);
+
+Result<Weights> BindWeights(const gguf::File& file, const HParams& hp);
+
+}  // namespace llamay::model
+
+#endif  // LLAMAY_MODEL_WEIGHTS_H_
