@@ -11,7 +11,7 @@
 namespace llamay::model {
 namespace {
 
-constexpr uint32_t kVocab = 259, kEmbd = 256, kLayers = 4, kHeads = 8, kHeadsKv = 4, kFf = 768;
+constexpr uint32_t kVocab = 3 + 96, kEmbd = 256, kLayers = 4, kHeads = 8, kHeadsKv = 4, kFf = 768;
 constexpr uint32_t kHeadDim = kEmbd / kHeads;
 
 class Rng {
@@ -87,7 +87,10 @@ std::vector<uint8_t> BuildDemoModel() {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0.0f, 0.0f, 0.0f};
   std::vector<int32_t> types = {2, 3, 3};  // unknown, control, control
-  for (int b = 0; b < 256; ++b) {
+  // Byte tokens for newline and printable ASCII only, so whatever the model emits is readable text;
+  // other input bytes encode as <unk>.
+  for (int b = 0; b < 128; ++b) {
+    if (b != '\n' && (b < 0x20 || b > 0x7E)) continue;
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     tokens.push_back(name);

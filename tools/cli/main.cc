@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 
 #include "ctx_commands.h"
+#include "model_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"llamay: a local LLM inference engine whose contexts fork, snapshot and restore"};
   app.require_subcommand(1);
   int exit_code = llamay::cli::kExitOk;
   llamay::cli::AddCtxCommands(app, &exit_code);
+  llamay::cli::AddModelCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,14 @@
+// `llamay model demo`, `llamay tokenize`, `llamay run` and `llamay bench`: the model runtime from the
+// command line. Without -m, commands use the built-in demo model (meaningless text; see README).
+#ifndef LLAMAY_TOOLS_CLI_MODEL_COMMANDS_H_
+#define LLAMAY_TOOLS_CLI_MODEL_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+namespace llamay::cli {
+
+void AddModelCommands(CLI::App& app, int* exit_code);
+
+}  // namespace llamay::cli
+
+#endif  // LLAMAY_TOOLS_CLI_MODEL_COMMANDS_H_
