@@ -1,0 +1,77 @@
+// Attention of query positions over a paged KV cache (DESIGN.md section 2: a page holds page_tokens
+// positions for every layer, layer-major).
+//
+// Page layout as this module reads it, for the layer being computed (the caller fills in the geometry
+// from its KV layout; kernels/ knows nothing of kv/):
+//   page + k_offset + slot * row_bytes   K row of the position at `slot` in the page
+//   page + v_offset + slot * row_bytes   V row
+// A row is [n_kv_heads][head_dim] elements stored as f32, f16 or Q8_0 blocks of 32 running over the
+// whole row. Position j lives in pages[j / page_tokens] at slot j % page_tokens.
+//
+// For a query at position p (q: [n_head][head_dim]) and head h, with kv head g = h / (n_head / n_kv_heads)
+// (grouped-query attention), the visible positions are lo..p with lo = max(0, p - window + 1) when a
+// sliding window is set, else 0. Canonical order, shared by the scalar and AVX2 paths (bit-identical):
+//   s_j = dot(q_h, K_j[g]) * scale     (the f32 lane order of vec_dot.h; K decoded exactly to f32)
+//   w   = softmax(s) over lo..p        (max-subtracted; exp sums in lane (j-lo)%8; w_j = e_j * (1/sum))
+//   out_h[d] = sum over j in order of w_j * V_j[g][d]   (multiply, then add)
+// so a query's result depends only on the KV values it sees: not on the page size, the other queries in
+// the batch, or the thread count.
+// Thread-safety: pure functions over caller-owned memory; scratch is per thread.
+#ifndef LLAMAY_KERNELS_ATTENTION_H_
+#define LLAMAY_KERNELS_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/tensor_type.h"
+#include "kernels/cpu.h"
+#include "kernels/thread_pool.h"
+
+namespace llamay::kernels {
+
+struct KvPageGeometry {
+  int64_t page_tokens = 0;  // positions per page
+  size_t row_bytes = 0;     // bytes of one K or V row: [n_kv_heads * head_dim] at the cache precision
+  size_t k_offset = 0;      // bytes from a page's start to this layer's K rows [page_tokens][row_bytes]
+  size_t v_offset = 0;      // bytes from a page's start to this layer's V rows [page_tokens][row_bytes]
+};
+
+// The geometry of layer `layer` in the layer-major page of DESIGN.md, [layer][k|v][slot][row]:
+// K rows start at layer * 2 * page_tokens * row_bytes, V rows page_tokens rows later.
+inline KvPageGeometry LayerMajorGeometry(int64_t page_tokens, size_t row_bytes, int layer) {
+  const size_t k = static_cast<size_t>(layer) * 2 * static_cast<size_t>(page_tokens) * row_bytes;
+  return {page_tokens, row_bytes, k, k + static_cast<size_t>(page_tokens) * row_bytes};
+}
+
+struct AttentionParams {
+  int n_head = 0;
+  int n_kv_heads = 0;  // divides n_head
+  int head_dim = 0;
+  float scale = 1.0f;                     // multiplies q.k (usually 1/sqrt(head_dim))
+  int64_t window = 0;                     // sliding window in positions; 0 means unlimited
+  TensorType kv_type = TensorType::kF32;  // kF32, kF16 or kQ8_0 (then n_kv_heads*head_dim % 32 == 0)
+};
+
+// One query at position n_positions - 1, seeing positions [0, n_positions) (fewer with a window).
+// q: [n_head][head_dim]; pages: [ceil(n_positions / page_tokens)]; out: [n_head][head_dim].
+// pool may be null.
+void AttentionPaged(const float* q, const uint8_t* const* pages, const KvPageGeometry& geo,
+                    const AttentionParams& p, int64_t n_positions, float* out, ThreadPool* pool = nullptr,
+                    Isa isa = DetectIsa());
+
+// Several queries of one sequence (causal): query i at position positions[i] sees positions up to its
+// own. q, out: [n_q][n_head][head_dim]; pages cover max(positions) + 1 positions. Each query's result is
+// bit-identical to AttentionPaged for that query alone.
+void AttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q, const uint8_t* const* pages,
+                         const KvPageGeometry& geo, const AttentionParams& p, float* out,
+                         ThreadPool* pool = nullptr, Isa isa = DetectIsa());
+
+// The scalar source of truth (reference/attention_ref.cc): one query, one head at a time, decoding every
+// element on its own. Same arguments as AttentionPagedBatch.
+void RefAttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q,
+                            const uint8_t* const* pages, const KvPageGeometry& geo, const AttentionParams& p,
+                            float* out);
+
+}  // namespace llamay::kernels
+
+#endif  // LLAMAY_KERNELS_ATTENTION_H_

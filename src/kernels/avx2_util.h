@@ -1,0 +1,103 @@
+// Internal to kernels/: AVX2 helpers and the tiling driver shared by the AVX2 kernels. Included only by
+// x86-64 sources; every function carries the avx2/fma/f16c target, so the rest of the build stays generic.
+#ifndef LLAMAY_KERNELS_AVX2_UTIL_H_
+#define LLAMAY_KERNELS_AVX2_UTIL_H_
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#define LLAMAY_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define LLAMAY_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace llamay::kernels::avx2 {
+
+// Reduce8 of reference.h on a register: halves 128+128, then 64+64, then 32+32.
+LLAMAY_AVX2_INLINE float Reduce8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // s_k = a_k + a_k+4
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         // (s0+s2, s1+s3)
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+LLAMAY_AVX2_INLINE int32_t HsumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+LLAMAY_AVX2_INLINE float F16(uint16_t h) { return _cvtsh_ss(h); }
+
+// 16 bytes of nibble pairs -> 32 bytes: low nibbles (elements 0..15), then high nibbles (16..31).
+LLAMAY_AVX2_INLINE __m256i UnpackNibbles16(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Byte j = 0x10 when bit j of the little-endian u32 at qh is set, else 0.
+LLAMAY_AVX2_INLINE __m256i FifthBits(const uint8_t* qh) {
+  int32_t bits;
+  __builtin_memcpy(&bits, qh, 4);
+  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits), shuf);
+  const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+LLAMAY_AVX2_INLINE __m256i Load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Runs Kernel::Run<R, T>(w, w_stride, act, act_stride, n_in, y, y_stride) over a rows x tokens tile in
+// register tiles of Kernel::kRows x Kernel::kTokens, with smaller instantiations for the edges.
+template <class Kernel, int R>
+LLAMAY_AVX2_INLINE void RunTokens(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t tokens,
+                                  int64_t n_in, float* y, size_t ys) {
+  constexpr int T = Kernel::kTokens;
+  int64_t t = 0;
+  for (; t + T <= tokens; t += T) Kernel::template Run<R, T>(w, ws, act + t * as, as, n_in, y + t * ys, ys);
+  const uint8_t* a = act + t * as;
+  float* yt = y + t * ys;
+  switch (tokens - t) {
+    case 0:
+      break;
+    case 1:
+      Kernel::template Run<R, 1>(w, ws, a, as, n_in, yt, ys);
+      break;
+    case 2:
+      if constexpr (T > 2) Kernel::template Run<R, 2>(w, ws, a, as, n_in, yt, ys);
+      break;
+    case 3:
+      if constexpr (T > 3) Kernel::template Run<R, 3>(w, ws, a, as, n_in, yt, ys);
+      break;
+    default:
+      for (int64_t i = t; i < tokens; ++i)
+        Kernel::template Run<R, 1>(w, ws, act + i * as, as, n_in, y + i * ys, ys);
+  }
+}
+
+// Kernel::kRowsDecode rows per register tile when there is a single token (decode: more independent
+// accumulators per weight stream), Kernel::kRows otherwise.
+template <class Kernel>
+LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                                int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  int64_t r = 0;
+  if (tokens == 1) {
+    constexpr int RD = Kernel::kRowsDecode;
+    for (; r + RD <= rows; r += RD) Kernel::template Run<RD, 1>(w + r * ws, ws, act, as, n_in, y + r, ys);
+  }
+  constexpr int R = Kernel::kRows;
+  for (; r + R <= rows; r += R) RunTokens<Kernel, R>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
+  for (; r < rows; ++r) RunTokens<Kernel, 1>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
+}
+
+}  // namespace llamay::kernels::avx2
+
+#endif  // __x86_64__
+#endif  // LLAMAY_KERNELS_AVX2_UTIL_H_

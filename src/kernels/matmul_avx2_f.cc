@@ -1,0 +1,83 @@
+// AVX2 tile kernels for the float weight types (F32, F16, BF16) against f32 activations (rounded to the
+// weight's precision for F16/BF16). Lane i%8 of one f32 register per (row, token) pair accumulates
+// w_i * a_i, as in vec_dot.h. REQUIRES: n_in % 8 == 0 (GetTileFn falls back to scalar otherwise).
+#if defined(__x86_64__)
+#include "kernels/avx2_util.h"
+#include "kernels/matmul_kernels.h"
+
+namespace llamay::kernels {
+namespace {
+
+struct F32Traits {
+  LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  // The product of two f32 values is rounded: multiply, then add (no fusing).
+  LLAMAY_AVX2_INLINE static __m256 Madd(__m256 w, __m256 a, __m256 acc) {
+    return _mm256_add_ps(acc, _mm256_mul_ps(w, a));
+  }
+};
+
+struct F16Traits {
+  LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+  }
+  // Both factors have 11-bit significands and f16 range: the product is exact, so a fused multiply-add
+  // rounds exactly as multiply-then-add does.
+  LLAMAY_AVX2_INLINE static __m256 Madd(__m256 w, __m256 a, __m256 acc) { return _mm256_fmadd_ps(w, a, acc); }
+};
+
+struct Bf16Traits {
+  LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+  // bf16 products are exact in significand but can leave the f32 range: multiply, then add.
+  LLAMAY_AVX2_INLINE static __m256 Madd(__m256 w, __m256 a, __m256 acc) {
+    return _mm256_add_ps(acc, _mm256_mul_ps(w, a));
+  }
+};
+
+template <class Tr, int kR, int kT>
+struct FloatKernel {
+  static constexpr int kRows = kR, kTokens = kT, kRowsDecode = 4;
+
+  template <int R, int T>
+  LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
+                              float* y, size_t ys) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n_in; k += 8) {
+      __m256 wv[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) wv[r] = Tr::Load(w + r * ws, k);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(act + t * as) + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[r][t] = Tr::Madd(wv[r], a, acc[r][t]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = avx2::Reduce8(acc[r][t]);
+  }
+};
+
+}  // namespace
+
+LLAMAY_AVX2 void TileAvx2F32(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                             int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  avx2::RunTile<FloatKernel<F32Traits, 3, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX2 void TileAvx2F16(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                             int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  avx2::RunTile<FloatKernel<F16Traits, 3, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX2 void TileAvx2Bf16(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                              int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  avx2::RunTile<FloatKernel<Bf16Traits, 3, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+
+}  // namespace llamay::kernels
+#endif  // __x86_64__

@@ -1,0 +1,42 @@
+// Internal to kernels/: the tile kernels behind MatMul and VecDot.
+//
+// A tile kernel computes y[t * y_stride + r] = dot(weight row r, activation row t) for r < rows and
+// t < tokens, each element in the canonical order of vec_dot.h. How a kernel groups rows and tokens into
+// register tiles is its own business: the per-element order never changes, which is what makes MatMul
+// independent of tiling, batch composition and thread count.
+#ifndef LLAMAY_KERNELS_MATMUL_KERNELS_H_
+#define LLAMAY_KERNELS_MATMUL_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/tensor_type.h"
+#include "kernels/cpu.h"
+
+namespace llamay::kernels {
+
+// w: rows x [w_stride bytes]; act: tokens x [act_stride bytes]; y: tokens x [y_stride floats].
+using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act,
+                        size_t act_stride, int64_t tokens, int64_t n_in, float* y, size_t y_stride);
+
+// The kernel for a weight type on an instruction set; falls back to the scalar kernel where a type has no
+// AVX2 kernel or n_in does not fit it. REQUIRES: MatMulSupports(type).
+TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in);
+
+#if defined(__x86_64__)
+void TileAvx2F32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2F16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q4_1(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q5_1(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+#endif
+
+}  // namespace llamay::kernels
+
+#endif  // LLAMAY_KERNELS_MATMUL_KERNELS_H_

@@ -1,0 +1,149 @@
+// MatMul: exact agreement with the reference dot per element, and the determinism contract: bit-identical
+// results for any thread count, and for a token alone or inside any batch.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/dequant.h"
+#include "kernels/test_util.h"
+#include "kernels/thread_pool.h"
+#include "kernels/vec_dot.h"
+
+namespace llamay::kernels {
+namespace {
+
+using test_util::Bits;
+using test_util::RandomFloats;
+using test_util::SameBits;
+
+const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
+                                TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
+                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+
+struct Problem {
+  TensorType type;
+  int64_t n_out, n_in, n_tokens;
+  std::vector<uint8_t> w;
+  std::vector<float> x;
+  WeightMatrix matrix() const { return {type, w.data(), n_out, n_in, 0}; }
+};
+
+Problem MakeProblem(std::mt19937& rng, TensorType t, int64_t n_out, int64_t n_tokens) {
+  const bool k = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
+  Problem p{t, n_out, k ? 512 : 160, n_tokens, {}, {}};
+  p.w = test_util::RandomRawWeights(rng, t, n_out, p.n_in);
+  p.x = RandomFloats(rng, n_tokens * p.n_in);
+  return p;
+}
+
+std::vector<float> RunMatMul(const Problem& p, ThreadPool* pool, Isa isa, int64_t first_token,
+                             int64_t n_tokens) {
+  std::vector<float> y(n_tokens * p.n_out);
+  PreparedActivations scratch;
+  MatMul(pool, p.matrix(), p.x.data() + first_token * p.n_in, n_tokens, y.data(), &scratch, isa);
+  return y;
+}
+
+std::vector<Isa> Isas() {
+  std::vector<Isa> v = {Isa::kScalar};
+  if (DetectIsa() == Isa::kAvx2) v.push_back(Isa::kAvx2);
+  return v;
+}
+
+TEST(MatMul, EveryElementIsTheReferenceDot) {
+  std::mt19937 rng(10);
+  for (TensorType t : kAllTypes) {
+    const Problem p = MakeProblem(rng, t, 37, 9);
+    const ActFormat f = ActivationFormat(t);
+    const size_t as = ActivationRowBytes(f, p.n_in), ws = TypeRowBytes(t, p.n_in);
+    std::vector<uint8_t> act(as * p.n_tokens);
+    for (int64_t k = 0; k < p.n_tokens; ++k)
+      QuantizeActivationRow(f, p.x.data() + k * p.n_in, p.n_in, act.data() + k * as);
+    for (Isa isa : Isas()) {
+      const auto y = RunMatMul(p, nullptr, isa, 0, p.n_tokens);
+      int64_t mismatches = 0;
+      for (int64_t k = 0; k < p.n_tokens; ++k)
+        for (int64_t r = 0; r < p.n_out; ++r)
+          mismatches += Bits(y[k * p.n_out + r]) !=
+                        Bits(VecDot(t, p.w.data() + r * ws, act.data() + k * as, p.n_in, Isa::kScalar));
+      EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa);
+    }
+  }
+}
+
+TEST(MatMul, ThreadCountDoesNotChangeBits) {
+  std::mt19937 rng(11);
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n : {1, 2, 3, 5}) pools.push_back(std::make_unique<ThreadPool>(n));
+  for (TensorType t : kAllTypes) {
+    for (int64_t n_tokens : {1, 70}) {  // decode split and prefill split (70 crosses a 64-token tile)
+      const Problem p = MakeProblem(rng, t, 133, n_tokens);
+      for (Isa isa : Isas()) {
+        const auto base = RunMatMul(p, nullptr, isa, 0, n_tokens);
+        for (auto& pool : pools)
+          EXPECT_TRUE(SameBits(base, RunMatMul(p, pool.get(), isa, 0, n_tokens)))
+              << TensorTypeName(t) << " " << IsaName(isa) << " threads=" << pool->num_threads()
+              << " tokens=" << n_tokens;
+      }
+    }
+  }
+}
+
+TEST(MatMul, TokenAloneEqualsTokenInAnyBatch) {
+  std::mt19937 rng(12);
+  ThreadPool pool(3);
+  for (TensorType t : kAllTypes) {
+    const Problem p = MakeProblem(rng, t, 45, 70);
+    for (Isa isa : Isas()) {
+      const auto batch = RunMatMul(p, &pool, isa, 0, p.n_tokens);
+      const auto sub =
+          RunMatMul(p, &pool, isa, 5, 7);  // tokens 5..11 with other neighbours and tile positions
+      for (int64_t k = 0; k < p.n_tokens; ++k) {
+        const auto alone = RunMatMul(p, &pool, isa, k, 1);
+        ASSERT_EQ(std::memcmp(alone.data(), batch.data() + k * p.n_out, p.n_out * sizeof(float)), 0)
+            << TensorTypeName(t) << " " << IsaName(isa) << " token " << k;
+        if (k >= 5 && k < 12) {
+          ASSERT_EQ(std::memcmp(sub.data() + (k - 5) * p.n_out, batch.data() + k * p.n_out,
+                                p.n_out * sizeof(float)),
+                    0)
+              << TensorTypeName(t) << " " << IsaName(isa) << " token " << k << " in a sub-batch";
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMul, PreparedActivationsServeSeveralMatrices) {
+  std::mt19937 rng(13);
+  const Problem a = MakeProblem(rng, TensorType::kQ4_0, 20, 3);
+  Problem b = MakeProblem(rng, TensorType::kQ8_0, 12, 3);
+  b.x = a.x;
+  PreparedActivations act;
+  act.Prepare(nullptr, ActFormat::kQ8_0, a.x.data(), 3, a.n_in);
+  std::vector<float> ya(3 * 20), yb(3 * 12);
+  MatMul(nullptr, a.matrix(), act, ya.data());
+  MatMul(nullptr, b.matrix(), act, yb.data());
+  EXPECT_TRUE(SameBits(ya, RunMatMul(a, nullptr, DetectIsa(), 0, 3)));
+  EXPECT_TRUE(SameBits(yb, RunMatMul(b, nullptr, DetectIsa(), 0, 3)));
+}
+
+// A row stride larger than the row (a matrix inside a bigger buffer) reads the right rows.
+TEST(MatMul, RowStride) {
+  std::mt19937 rng(14);
+  const Problem p = MakeProblem(rng, TensorType::kQ8_0, 8, 2);
+  const size_t rb = TypeRowBytes(p.type, p.n_in), stride = rb + 34;
+  std::vector<uint8_t> wide(stride * p.n_out, 0xFF);
+  for (int64_t r = 0; r < p.n_out; ++r) std::memcpy(wide.data() + r * stride, p.w.data() + r * rb, rb);
+  std::vector<float> y(2 * 8);
+  PreparedActivations act;
+  MatMul(nullptr, {p.type, wide.data(), p.n_out, p.n_in, stride}, p.x.data(), 2, y.data(), &act);
+  EXPECT_TRUE(SameBits(y, RunMatMul(p, nullptr, DetectIsa(), 0, 2)));
+}
+
+}  // namespace
+}  // namespace llamay::kernels

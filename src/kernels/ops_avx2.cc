@@ -1,0 +1,119 @@
+// AVX2 ops: each vector step performs, per lane, exactly the f32 operations of reference/ops_ref.cc, and
+// reductions keep the lane i%8 order, so results match the scalar reference bit for bit.
+#if defined(__x86_64__)
+#include "kernels/ops_avx2.h"
+
+#include "kernels/avx2_util.h"
+#include "kernels/reference/reference.h"
+
+namespace llamay::kernels::avx2 {
+namespace {
+
+// RefExp on eight lanes.
+LLAMAY_AVX2_INLINE __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(89.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, z), r);
+  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  const __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LE_OQ), result);
+}
+
+LLAMAY_AVX2_INLINE __m256 SiluV(__m256 x) {
+  const __m256 e = Exp(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));  // -x, as the scalar negation
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+}  // namespace
+
+LLAMAY_AVX2 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0..3 and 4..7
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(a, a));
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(b, b));
+  }
+  alignas(32) double acc[8];
+  _mm256_store_pd(acc, lo);
+  _mm256_store_pd(acc + 4, hi);
+  for (; i < n; ++i) acc[i % 8] = acc[i % 8] + static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  RmsNormFinish(x, w, n, eps, acc, y);  // f32 multiplies: the compiler's vector code rounds the same
+}
+
+LLAMAY_AVX2 void Silu(const float* x, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, SiluV(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = RefSilu(x[i]);
+}
+
+LLAMAY_AVX2 void SwiGlu(const float* gate, const float* up, int64_t n, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(SiluV(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  for (; i < n; ++i) y[i] = RefSilu(gate[i]) * up[i];
+}
+
+LLAMAY_AVX2 void Gelu(const float* x, int64_t n, float* y) {
+  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    // u = ((s * x) * (1 + ((a * x) * x))), as the scalar expression associates.
+    const __m256 inner = _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), v));
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), v), inner);
+    const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(Exp(_mm256_mul_ps(two, u)), one)));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v), _mm256_add_ps(one, t)));
+  }
+  for (; i < n; ++i) y[i] = RefGelu(x[i]);
+}
+
+LLAMAY_AVX2 void Softmax(const float* x, int64_t n, float* y) {
+  // The maximum is exact in any order.
+  __m256 mv = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float m = lanes[0];
+  for (int k = 1; k < 8; ++k) m = lanes[k] > m ? lanes[k] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+
+  const __m256 m8 = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), m8));
+    _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, acc);
+  for (; i < n; ++i) {
+    const float e = RefExp(x[i] - m);
+    y[i] = e;
+    sums[i % 8] = sums[i % 8] + e;
+  }
+  const float inv = 1.0f / kernels::Reduce8(sums);
+  const __m256 inv8 = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv8));
+  for (; i < n; ++i) y[i] = y[i] * inv;
+}
+
+}  // namespace llamay::kernels::avx2
+#endif  // __x86_64__

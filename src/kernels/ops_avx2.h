@@ -1,0 +1,25 @@
+// Internal to kernels/: AVX2 versions of the ops of ops.h (same bits as reference/ops_ref.cc).
+#ifndef LLAMAY_KERNELS_OPS_AVX2_H_
+#define LLAMAY_KERNELS_OPS_AVX2_H_
+
+#include <cstdint>
+
+#include "base/tensor_type.h"
+
+namespace llamay::kernels::avx2 {
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
+void Silu(const float* x, int64_t n, float* y);
+void Gelu(const float* x, int64_t n, float* y);
+void SwiGlu(const float* gate, const float* up, int64_t n, float* y);
+void Softmax(const float* x, int64_t n, float* y);
+
+// Attention helpers. out [n] = elements [start, start + n) of a KV row of `type`, decoded exactly.
+// REQUIRES: n % 8 == 0; for Q8_0 also start % 32 == 0 and n % 32 == 0.
+void DecodeKvSlice(TensorType type, const uint8_t* row, int64_t start, int64_t n, float* out);
+float DotF32(const float* x, const float* y, int64_t n);  // RefDotF32's order. REQUIRES: n % 8 == 0
+void Axpy(float a, const float* x, int64_t n, float* y);  // y += a * x (multiply, then add)
+
+}  // namespace llamay::kernels::avx2
+
+#endif  // LLAMAY_KERNELS_OPS_AVX2_H_

@@ -1,0 +1,265 @@
+// Row ops against double-precision formulas, and AVX2 against the scalar reference bit for bit.
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dequant.h"
+#include "kernels/reference/reference.h"
+#include "kernels/test_util.h"
+
+namespace llamay::kernels {
+namespace {
+
+using test_util::RandomFloats;
+using test_util::SameBits;
+
+constexpr double kEps = 0x1p-24;  // f32 unit roundoff
+
+std::vector<Isa> Isas() {
+  std::vector<Isa> v = {Isa::kScalar};
+  if (DetectIsa() == Isa::kAvx2) v.push_back(Isa::kAvx2);
+  return v;
+}
+
+TEST(Exp, AccurateOverTheNormalRange) {
+  for (double x = -87.0; x <= 88.5; x += 0.0137) {
+    const double ref = std::exp(static_cast<double>(static_cast<float>(x)));
+    const float got = RefExp(static_cast<float>(x));
+    ASSERT_LE(std::fabs(got - ref), 4 * kEps * ref) << "x=" << x;  // about 2 ulp
+  }
+  // Results below the normal range keep an absolute error of an ulp of the smallest subnormal.
+  for (double x = -103.0; x < -87.0; x += 0.37) {
+    const double ref = std::exp(static_cast<double>(static_cast<float>(x)));
+    ASSERT_LE(std::fabs(RefExp(static_cast<float>(x)) - ref), 0x1p-149 + 4 * kEps * ref) << "x=" << x;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(RefExp(-inf), 0.0f);
+  EXPECT_EQ(RefExp(-200.0f), 0.0f);
+  EXPECT_EQ(RefExp(inf), inf);
+  EXPECT_EQ(RefExp(89.0f), inf);
+  EXPECT_EQ(RefExp(0.0f), 1.0f);
+}
+
+TEST(RmsNorm, MatchesDoubleFormula) {
+  std::mt19937 rng(20);
+  for (int64_t n : {1, 7, 8, 33, 4096}) {
+    const auto x = RandomFloats(rng, n, 2.0f), w = RandomFloats(rng, n);
+    const float eps = 1e-5f;
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / n + eps);
+    for (Isa isa : Isas()) {
+      std::vector<float> y(n), yn(n);
+      RmsNorm(x.data(), w.data(), n, eps, y.data(), isa);
+      RmsNorm(x.data(), nullptr, n, eps, yn.data(), isa);
+      for (int64_t i = 0; i < n; ++i) {
+        // mean rounded to f32, + eps, sqrt, division, and one or two products: six roundings at most.
+        const double ref = x[i] * scale;
+        ASSERT_LE(std::fabs(yn[i] - ref), 6 * kEps * std::fabs(ref)) << "n=" << n << " i=" << i;
+        ASSERT_LE(std::fabs(y[i] - ref * w[i]), 7 * kEps * std::fabs(ref * w[i])) << "n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(Softmax, MatchesDoubleFormula) {
+  std::mt19937 rng(21);
+  for (int64_t n : {1, 5, 8, 100, 1001}) {
+    auto x = RandomFloats(rng, n, 4.0f);
+    if (n > 5) x[3] = -std::numeric_limits<float>::infinity();  // a masked logit
+    double m = -INFINITY, sum = 0;
+    for (float v : x) m = std::max<double>(m, v);
+    for (float v : x) sum += std::exp(v - m);
+    for (Isa isa : Isas()) {
+      std::vector<float> y(n);
+      Softmax(x.data(), n, y.data(), isa);
+      for (int64_t i = 0; i < n; ++i) {
+        // exp (<= 4 eps), the lane sums (n/8 + 3 additions), the reciprocal and the product.
+        const double ref = std::exp(x[i] - m) / sum;
+        ASSERT_LE(std::fabs(y[i] - ref), (4 + n / 8.0 + 3 + 2) * kEps * ref + 1e-45)
+            << "n=" << n << " i=" << i;
+      }
+      if (n > 5) {
+        EXPECT_EQ(y[3], 0.0f);
+      }
+    }
+  }
+}
+
+TEST(Activations, MatchDoubleFormulas) {
+  std::mt19937 rng(22);
+  auto x = RandomFloats(rng, 1003, 5.0f);
+  x[0] = 0.0f, x[1] = -0.0f, x[2] = 80.0f, x[3] = -80.0f, x[4] = 1e-20f;
+  for (Isa isa : Isas()) {
+    std::vector<float> s(x.size()), g(x.size());
+    Silu(x.data(), x.size(), s.data(), isa);
+    Gelu(x.data(), x.size(), g.data(), isa);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double silu = v / (1 + std::exp(-v));
+      const double gelu = 0.5 * v * (1 + std::tanh(0.79788456080286535588 * v * (1 + 0.044715 * v * v)));
+      // exp within 4 eps, then two or three roundings.
+      ASSERT_LE(std::fabs(s[i] - silu), 8 * kEps * std::fabs(silu) + 1e-38) << "silu(" << v << ")";
+      // tanh as 1 - 2/(e^2u + 1) loses relative accuracy near 0 but keeps an absolute error of a few eps,
+      // scaled by 0.5*|x| in the result.
+      ASSERT_LE(std::fabs(g[i] - gelu), 8 * kEps * (std::fabs(gelu) + std::fabs(v)) + 1e-38)
+          << "gelu(" << v << ")";
+    }
+  }
+}
+
+TEST(Ops, Avx2MatchesScalarBits) {
+  if (DetectIsa() != Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(23);
+  for (int64_t n : {1, 9, 64, 1000}) {
+    auto x = RandomFloats(rng, n, 6.0f), up = RandomFloats(rng, n), w = RandomFloats(rng, n);
+    if (n > 8) x[0] = 200.0f, x[1] = -200.0f, x[2] = -0.0f, x[3] = 1e-39f;
+    auto both = [&](auto fn) {
+      std::vector<float> a(n), b(n);
+      fn(Isa::kScalar, a.data());
+      fn(Isa::kAvx2, b.data());
+      return SameBits(a, b);
+    };
+    EXPECT_TRUE(both([&](Isa isa, float* y) { Silu(x.data(), n, y, isa); })) << n;
+    EXPECT_TRUE(both([&](Isa isa, float* y) { Gelu(x.data(), n, y, isa); })) << n;
+    EXPECT_TRUE(both([&](Isa isa, float* y) { SwiGlu(x.data(), up.data(), n, y, isa); })) << n;
+    EXPECT_TRUE(both([&](Isa isa, float* y) { Softmax(x.data(), n, y, isa); })) << n;
+    EXPECT_TRUE(both([&](Isa isa, float* y) { RmsNorm(x.data(), w.data(), n, 1e-6f, y, isa); })) << n;
+  }
+}
+
+TEST(Ops, SwiGluIsSiluTimesUp) {
+  std::mt19937 rng(24);
+  const auto g = RandomFloats(rng, 77), u = RandomFloats(rng, 77);
+  std::vector<float> s(77), y(77);
+  Silu(g.data(), 77, s.data(), Isa::kScalar);
+  SwiGlu(g.data(), u.data(), 77, y.data(), Isa::kScalar);
+  for (int i = 0; i < 77; ++i) EXPECT_EQ(y[i], s[i] * u[i]);
+}
+
+TEST(Ops, Elementwise) {
+  const float a[3] = {1, 2, 3}, b[3] = {4, 5, -6};
+  float y[3];
+  Mul(a, b, 3, y);
+  EXPECT_EQ(y[2], -18.0f);
+  Add(a, b, 3, y);
+  EXPECT_EQ(y[1], 7.0f);
+  Scale(a, 0.5f, 3, y);
+  EXPECT_EQ(y[0], 0.5f);
+}
+
+// Rotates x [n_heads][head_dim] in double precision: the formula of RopeParams.
+std::vector<double> RopeDouble(const std::vector<float>& x, int n_heads, int head_dim, int64_t pos,
+                               const RopeParams& p) {
+  std::vector<double> y(x.begin(), x.end());
+  const int half = p.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      const double ff = p.freq_factors ? p.freq_factors[i] : 1.0;
+      const double theta =
+          p.freq_scale * pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot) / ff;
+      const int a = h * head_dim + (p.mode == RopeMode::kNorm ? 2 * i : i);
+      const int b = h * head_dim + (p.mode == RopeMode::kNorm ? 2 * i + 1 : i + half);
+      y[a] = x[a] * std::cos(theta) - x[b] * std::sin(theta);
+      y[b] = x[a] * std::sin(theta) + x[b] * std::cos(theta);
+    }
+  }
+  return y;
+}
+
+TEST(Rope, MatchesDoubleFormulaBothModesPartialDims) {
+  std::mt19937 rng(25);
+  const int n_heads = 3, head_dim = 80, n_rot = 64;
+  for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
+    for (int64_t pos : {0, 1, 7, 1000}) {
+      const RopeParams p{n_rot, 10000.0f, 1.0f, mode, nullptr};
+      const auto x = RandomFloats(rng, n_heads * head_dim);
+      auto y = x;
+      Rope(y.data(), n_heads, head_dim, pos, p);
+      const auto ref = RopeDouble(x, n_heads, head_dim, pos, p);
+      for (int h = 0; h < n_heads; ++h) {
+        for (int d = 0; d < head_dim; ++d) {
+          const int k = h * head_dim + d;
+          if (d >= n_rot) {
+            ASSERT_EQ(y[k], x[k]) << "pass-through dim " << d;
+            continue;
+          }
+          // theta_i is built by i f32 multiplications (as ggml does): relative error up to (i + 2) eps, an
+          // absolute angle error of theta * (i + 2) eps; cos/sin and the rotation add a few eps of |x|.
+          const int i = mode == RopeMode::kNorm ? d / 2 : d % (n_rot / 2);
+          const double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+          const double mag =
+              std::fabs(x[h * head_dim + (mode == RopeMode::kNorm ? 2 * i : i)]) +
+              std::fabs(x[h * head_dim + (mode == RopeMode::kNorm ? 2 * i + 1 : i + n_rot / 2)]);
+          ASSERT_LE(std::fabs(y[k] - ref[k]), mag * (theta * (i + 2) * 2 * kEps + 8 * kEps))
+              << "mode " << static_cast<int>(mode) << " pos " << pos << " dim " << d;
+        }
+      }
+      if (pos == 0) {
+        EXPECT_TRUE(SameBits(x, y));
+      }  // cos 0 = 1, sin 0 = 0: exact identity
+    }
+  }
+}
+
+// NEOX pairs (i, i + n_rot/2) exactly as NORM pairs (2i, 2i + 1): the same rotation after a permutation.
+TEST(Rope, NeoxIsNormOnPermutedDims) {
+  std::mt19937 rng(26);
+  const int head_dim = 16, n_rot = 12, half = n_rot / 2;
+  const auto x = RandomFloats(rng, head_dim);
+  std::vector<float> perm(x);
+  for (int i = 0; i < half; ++i) perm[2 * i] = x[i], perm[2 * i + 1] = x[i + half];
+  auto neox = x;
+  Rope(neox.data(), 1, head_dim, 123, {n_rot, 500000.0f, 1.0f, RopeMode::kNeox, nullptr});
+  Rope(perm.data(), 1, head_dim, 123, {n_rot, 500000.0f, 1.0f, RopeMode::kNorm, nullptr});
+  for (int i = 0; i < half; ++i) {
+    EXPECT_EQ(neox[i], perm[2 * i]);
+    EXPECT_EQ(neox[i + half], perm[2 * i + 1]);
+  }
+}
+
+// Doubling the position and halving freq_scale, or dividing by freq_factors of 2, give the same angles
+// (scaling by powers of two is exact): the parameters are applied where documented.
+TEST(Rope, FreqScaleAndFactors) {
+  std::mt19937 rng(27);
+  const auto x = RandomFloats(rng, 64);
+  const std::vector<float> twos(16, 2.0f);
+  auto a = x, b = x, c = x;
+  Rope(a.data(), 2, 32, 5, {32, 10000.0f, 1.0f, RopeMode::kNorm, nullptr});
+  Rope(b.data(), 2, 32, 10, {32, 10000.0f, 0.5f, RopeMode::kNorm, nullptr});
+  Rope(c.data(), 2, 32, 10, {32, 10000.0f, 1.0f, RopeMode::kNorm, twos.data()});
+  EXPECT_TRUE(SameBits(a, b));
+  EXPECT_TRUE(SameBits(a, c));
+  auto d = x;
+  Rope(d.data(), 2, 32, 6, {32, 10000.0f, 1.0f, RopeMode::kNorm, nullptr});
+  EXPECT_FALSE(SameBits(a, d));
+}
+
+TEST(Embedding, RowOfAnyType) {
+  std::mt19937 rng(28);
+  const int64_t n_embd = 256, rows = 5;
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kQ4_0, TensorType::kQ6_K}) {
+    const auto table = test_util::RandomRawWeights(rng, t, rows, n_embd);
+    std::vector<float> got(n_embd), want(n_embd);
+    EmbeddingRow(t, table.data(), n_embd, 3, got.data());
+    DequantizeRow(t, table.data() + 3 * TypeRowBytes(t, n_embd), want.data(), n_embd);
+    EXPECT_TRUE(SameBits(got, want)) << TensorTypeName(t);
+  }
+}
+
+TEST(Argmax, FirstOfTiesAndNan) {
+  const float a[5] = {1, 3, 2, 3, -1};
+  EXPECT_EQ(Argmax(a, 5), 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float b[3] = {nan, -5, -2};
+  EXPECT_EQ(Argmax(b, 3), 2);
+  EXPECT_EQ(Argmax(a, 1), 0);
+}
+
+}  // namespace
+}  // namespace llamay::kernels

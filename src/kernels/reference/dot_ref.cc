@@ -1,0 +1,184 @@
+// The canonical dot products: every fast path must reproduce these bit for bit (see vec_dot.h).
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/numeric.h"
+#include "kernels/reference/reference.h"
+
+namespace llamay::kernels {
+namespace {
+
+// Float types: lane i%8 accumulates w_i * a_i.
+template <typename Load>
+float DotFloat(Load load_w, const float* a, int64_t n) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n; ++i) acc[i % 8] = acc[i % 8] + load_w(i) * a[i];
+  return Reduce8(acc);
+}
+
+// The weight value (as an integer, offset removed for the _0 types) of element j of a 32-block.
+int NibbleAt(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4); }
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);  // little-endian host (x86-64, aarch64)
+  return v;
+}
+int Q5At(const uint8_t* qs, const uint8_t* qh, int j) {
+  return NibbleAt(qs, j) | static_cast<int>(((LoadU32(qh) >> j) & 1u) << 4);
+}
+
+// 32-blocks: lane l accumulates float(sum of w_j*a_j for j in 4l..4l+3) * (d_w * d_a).
+template <typename WeightAt>
+void AccumulateBlock(WeightAt weight_at, const int8_t* aq, float dd, float* acc) {
+  for (int l = 0; l < 8; ++l) {
+    int p = 0;
+    for (int k = 0; k < 4; ++k) p += weight_at(4 * l + k) * aq[4 * l + k];
+    acc[l] = acc[l] + static_cast<float>(p) * dd;
+  }
+}
+
+float DotQ8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
+    AccumulateBlock([&](int j) { return static_cast<int>(w[b].qs[j]); }, a[b].qs, dd, acc);
+  }
+  return Reduce8(acc);
+}
+
+float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
+    AccumulateBlock([&](int j) { return NibbleAt(w[b].qs, j) - 8; }, a[b].qs, dd, acc);
+  }
+  return Reduce8(acc);
+}
+
+float DotQ5_0(const BlockQ5_0* w, const BlockQ8_0* a, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
+    AccumulateBlock([&](int j) { return Q5At(w[b].qs, w[b].qh, j) - 16; }, a[b].qs, dd, acc);
+  }
+  return Reduce8(acc);
+}
+
+// _1 types: x = d*q + m, so dot = sum over blocks of d_w*d_a*sum(q*a) + m_w*s_a; the min terms form a
+// separate sum in block order, added after the lanes are reduced.
+template <typename Block, typename WeightAt>
+float DotQ_1(const Block* w, const BlockQ8_1* a, int64_t nb, WeightAt weight_at) {
+  float acc[8] = {};
+  float macc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
+    AccumulateBlock([&](int j) { return weight_at(w[b], j); }, a[b].qs, dd, acc);
+    macc = macc + F16ToF32(w[b].m) * F16ToF32(a[b].s);
+  }
+  return Reduce8(acc) + macc;
+}
+
+// K-quants: exact integer sums per super-block, then acc += float(sumi)*(d*d_a) - float(smin)*(dmin*d_a).
+float DotQ4_5K(const uint8_t* w, size_t block_bytes, bool five_bit, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * block_bytes;
+    uint16_t d16, dmin16;
+    std::memcpy(&d16, blk, 2);
+    std::memcpy(&dmin16, blk + 2, 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = five_bit ? blk + 16 : nullptr;
+    const uint8_t* qs = five_bit ? blk + 48 : blk + 16;
+    int32_t sumi = 0, smin = 0;
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc, mn;
+      UnpackScaleMinK4(s, scales, &sc, &mn);
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) {
+        int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
+        if (qh != nullptr) q |= ((qh[l] >> s) & 1) << 4;
+        isum += q * a[b].qs[32 * s + l];
+      }
+      sumi += sc * isum;
+      smin += mn * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+    }
+    const float dd = F16ToF32(d16) * a[b].d, dm = F16ToF32(dmin16) * a[b].d;
+    acc = acc + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
+  }
+  return acc;
+}
+
+float DotQ6_K(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int q[kQkK];
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w[b].ql + 64 * half;
+      const uint8_t* qh = w[b].qh + 32 * half;
+      for (int l = 0; l < 32; ++l) {
+        q[128 * half + l] = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+        q[128 * half + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+        q[128 * half + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        q[128 * half + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      }
+    }
+    int32_t sumi = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += (q[16 * s + l] - 32) * a[b].qs[16 * s + l];
+      sumi += w[b].scales[s] * isum;
+    }
+    acc = acc + static_cast<float>(sumi) * (F16ToF32(w[b].d) * a[b].d);
+  }
+  return acc;
+}
+
+}  // namespace
+
+float RefDotF32(const float* x, const float* y, int64_t n) {
+  return DotFloat([x](int64_t i) { return x[i]; }, y, n);
+}
+
+float RefDot(TensorType wtype, const void* w, const void* act, int64_t n) {
+  const auto* a8 = static_cast<const BlockQ8_0*>(act);
+  const auto* a81 = static_cast<const BlockQ8_1*>(act);
+  const auto* ak = static_cast<const BlockQ8_K*>(act);
+  const auto* af = static_cast<const float*>(act);
+  switch (wtype) {
+    case TensorType::kF32:
+      return RefDotF32(static_cast<const float*>(w), af, n);
+    case TensorType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(w);
+      return DotFloat([h](int64_t i) { return F16ToF32(h[i]); }, af, n);
+    }
+    case TensorType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(w);
+      return DotFloat([h](int64_t i) { return Bf16ToF32(h[i]); }, af, n);
+    }
+    case TensorType::kQ8_0:
+      return DotQ8_0(static_cast<const BlockQ8_0*>(w), a8, n / kQk);
+    case TensorType::kQ4_0:
+      return DotQ4_0(static_cast<const BlockQ4_0*>(w), a8, n / kQk);
+    case TensorType::kQ5_0:
+      return DotQ5_0(static_cast<const BlockQ5_0*>(w), a8, n / kQk);
+    case TensorType::kQ4_1:
+      return DotQ_1(static_cast<const BlockQ4_1*>(w), a81, n / kQk,
+                    [](const BlockQ4_1& blk, int j) { return NibbleAt(blk.qs, j); });
+    case TensorType::kQ5_1:
+      return DotQ_1(static_cast<const BlockQ5_1*>(w), a81, n / kQk,
+                    [](const BlockQ5_1& blk, int j) { return Q5At(blk.qs, blk.qh, j); });
+    case TensorType::kQ4_K:
+      return DotQ4_5K(static_cast<const uint8_t*>(w), sizeof(BlockQ4_K), false, ak, n / kQkK);
+    case TensorType::kQ5_K:
+      return DotQ4_5K(static_cast<const uint8_t*>(w), sizeof(BlockQ5_K), true, ak, n / kQkK);
+    case TensorType::kQ6_K:
+      return DotQ6_K(static_cast<const BlockQ6_K*>(w), ak, n / kQkK);
+    default:
+      break;
+  }
+  LLAMAY_CHECK(false) << "no dot product for " << TensorTypeName(wtype);
+  return 0.0f;
+}
+
+}  // namespace llamay::kernels

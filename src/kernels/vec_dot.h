@@ -1,0 +1,54 @@
+// Row dot products between a weight row and an activation row, computed the way llama.cpp's CPU backend
+// computes them: the activation is first converted to the weight type's "vec_dot type" (ggml's term), then
+// multiplied block by block.
+//
+//   weight type            activation format      per-block arithmetic
+//   F32                    f32                    f32 products
+//   F16 / BF16             f32 rounded to f16/bf16 products of two f16 (bf16) values, summed in f32
+//   Q8_0, Q4_0, Q5_0       Q8_0 blocks            exact int32 sums, times d_w * d_a
+//   Q4_1, Q5_1             Q8_1 blocks            exact int32 sums, times d_w * d_a; plus m_w * s_a
+//   Q4_K, Q5_K, Q6_K       Q8_K super-blocks      exact int32 sums with the integer sub-block scales
+//
+// Canonical order (the invariant every implementation keeps, so that the AVX2 and scalar paths agree bit
+// for bit, and a result never depends on how rows and tokens were tiled or on the thread count):
+//   - float types: eight lane sums, lane i%8 += w_i * a_i (multiply rounded, then add), then Reduce8
+//     ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)). For F16 and BF16 each product of two rounded values is
+//     exact in f32, so a fused multiply-add gives the same bits.
+//   - 32-blocks: lane l += float(int sum of elements 4l..4l+3) * (d_w * d_a), blocks in order, then
+//     Reduce8; the _1 types add a separate in-order sum of m_w * s_a after the reduction.
+//   - K-quants: per super-block, acc += float(sumi) * (d_w * d_a) [- float(smin) * (dmin_w * d_a)], in order.
+// No step uses a fused multiply-add where rounding could differ (the library builds with -ffp-contract=off).
+//
+// Shapes: a weight row and an activation row both have n_in elements; REQUIRES n_in % 32 == 0 for the
+// 32-block types and % 256 == 0 for the K-quants.
+// Thread-safety: pure functions.
+#ifndef LLAMAY_KERNELS_VEC_DOT_H_
+#define LLAMAY_KERNELS_VEC_DOT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/tensor_type.h"
+#include "kernels/cpu.h"
+
+namespace llamay::kernels {
+
+enum class ActFormat { kF32, kF16Rounded, kBf16Rounded, kQ8_0, kQ8_1, kQ8_K };
+
+// True for the weight types the dot products and the matmul support.
+bool MatMulSupports(TensorType weight_type);
+// REQUIRES: MatMulSupports(weight_type).
+ActFormat ActivationFormat(TensorType weight_type);
+// Bytes of one prepared activation row of n_in elements.
+size_t ActivationRowBytes(ActFormat format, int64_t n_in);
+// x: [n_in] f32; act: ActivationRowBytes(format, n_in) bytes.
+void QuantizeActivationRow(ActFormat format, const float* x, int64_t n_in, void* act);
+
+// Dot of one weight row (TypeRowBytes(weight_type, n_in) bytes) with one activation row prepared in
+// ActivationFormat(weight_type).
+float VecDot(TensorType weight_type, const void* w_row, const void* act_row, int64_t n_in,
+             Isa isa = DetectIsa());
+
+}  // namespace llamay::kernels
+
+#endif  // LLAMAY_KERNELS_VEC_DOT_H_

@@ -1,0 +1,197 @@
+// Quantised dot products: against the exact dot of the dequantised rows (a tight float-rounding bound),
+// against the unquantised activations (the activation quantisation bound), and AVX2 vs scalar bits.
+#include "kernels/vec_dot.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/numeric.h"
+#include "kernels/dequant.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/test_util.h"
+
+namespace llamay::kernels {
+namespace {
+
+using test_util::RandomFloats;
+
+const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
+                                TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
+                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+
+bool IsK(TensorType t) { return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K; }
+bool HasMin(TensorType t) {
+  return t == TensorType::kQ4_1 || t == TensorType::kQ5_1 || t == TensorType::kQ4_K || t == TensorType::kQ5_K;
+}
+
+// The values a prepared activation row stands for.
+std::vector<float> DequantAct(ActFormat f, const void* act, int64_t n) {
+  std::vector<float> y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (f) {
+      case ActFormat::kQ8_0: {
+        const auto& b = static_cast<const BlockQ8_0*>(act)[i / 32];
+        y[i] = F16ToF32(b.d) * b.qs[i % 32];
+        break;
+      }
+      case ActFormat::kQ8_1: {
+        const auto& b = static_cast<const BlockQ8_1*>(act)[i / 32];
+        y[i] = F16ToF32(b.d) * b.qs[i % 32];
+        break;
+      }
+      case ActFormat::kQ8_K: {
+        const auto& b = static_cast<const BlockQ8_K*>(act)[i / 256];
+        y[i] = b.d * b.qs[i % 256];
+        break;
+      }
+      default:
+        y[i] = static_cast<const float*>(act)[i];
+        break;
+    }
+  }
+  return y;
+}
+
+// Largest error the activation format allows for element i of x (derivation beside each case).
+std::vector<float> ActErrorBound(ActFormat f, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> e(n);
+  const int64_t bs = f == ActFormat::kQ8_K ? 256 : 32;
+  for (int64_t b = 0; b < n / bs; ++b) {
+    float amax = 0;
+    for (int64_t j = 0; j < bs; ++j) amax = std::max(amax, std::fabs(x[b * bs + j]));
+    for (int64_t j = 0; j < bs; ++j) {
+      const float xi = x[b * bs + j];
+      switch (f) {
+        // q = round(x / d) with d = amax/127 stored as f16: half a step, plus |d16 - d| * |q| <= d*2^-11*127.
+        case ActFormat::kQ8_0:
+        case ActFormat::kQ8_1:
+          e[b * bs + j] = amax / 127 * (0.5f + 127 * 0x1p-11f);
+          break;
+        // d = amax/127 kept in f32: half a step, plus f32 rounding of the scale (tiny).
+        case ActFormat::kQ8_K:
+          e[b * bs + j] = amax / 127 * 0.5001f;
+          break;
+        case ActFormat::kF16Rounded:
+          e[b * bs + j] = std::fabs(xi) * 0x1p-11f;
+          break;
+        case ActFormat::kBf16Rounded:
+          e[b * bs + j] = std::fabs(xi) * 0x1p-8f;
+          break;
+        case ActFormat::kF32:
+          e[b * bs + j] = 0;
+          break;
+      }
+    }
+  }
+  return e;
+}
+
+// Sum over blocks of |m_w| * |s_a| * 2^-11: s_a is d * sum(q) rounded to f16 (Q8_1 only).
+double Q8_1SumRounding(TensorType t, const uint8_t* w, const void* act, int64_t n) {
+  if (t != TensorType::kQ4_1 && t != TensorType::kQ5_1) return 0;
+  double total = 0;
+  const size_t bs = GetTensorTypeInfo(static_cast<uint32_t>(t))->type_size;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint16_t m;
+    std::memcpy(&m, w + b * bs + 2, 2);
+    total += std::fabs(F16ToF32(m)) * std::fabs(F16ToF32(static_cast<const BlockQ8_1*>(act)[b].s)) * 0x1p-11;
+  }
+  return total;
+}
+
+TEST(VecDot, MatchesDequantizedDotWithinRounding) {
+  std::mt19937 rng(2);
+  for (TensorType t : kAllTypes) {
+    for (int64_t n : {256, 1024, 2816 + 256}) {
+      SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n));
+      const auto xw = RandomFloats(rng, n), x = RandomFloats(rng, n, 3.0f);
+      std::vector<uint8_t> w(TypeRowBytes(t, n));
+      QuantizeRow(t, xw.data(), w.data(), n);
+      const ActFormat f = ActivationFormat(t);
+      std::vector<uint8_t> act(ActivationRowBytes(f, n));
+      QuantizeActivationRow(f, x.data(), n, act.data());
+
+      std::vector<float> wd(n);
+      DequantizeRow(t, w.data(), wd.data(), n);
+      const auto xq = DequantAct(f, act.data(), n);
+      const auto ebound = ActErrorBound(f, x);
+      double exact_q = 0, exact = 0, mass = 0, act_err = 0, wmax = 0, sum_xq = 0;
+      for (int64_t i = 0; i < n; ++i) wmax = std::max(wmax, std::fabs(static_cast<double>(wd[i])));
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_LE(std::fabs(xq[i] - x[i]), ebound[i] * 1.0001f + 1e-30f) << "activation element " << i;
+        exact_q += static_cast<double>(wd[i]) * xq[i];
+        exact += static_cast<double>(wd[i]) * x[i];
+        mass += std::fabs(static_cast<double>(wd[i]) * xq[i]);
+        sum_xq += std::fabs(xq[i]);
+        act_err += std::fabs(wd[i]) * ebound[i];
+      }
+      // With a min, the integer part d*q and the min part are summed separately and can cancel: each is at
+      // most |w| + |min| <= 2 * max|w| per element.
+      if (HasMin(t)) mass += 3 * wmax * sum_xq;
+      // Every element passes through at most n/8 + 8 roundings of relative size 2^-24 (products, lane sums,
+      // the final reduction); doubled for safety.
+      const double gamma = (static_cast<double>(n) / 8 + 8) * 0x1p-23;
+      const float got = VecDot(t, w.data(), act.data(), n, Isa::kScalar);
+      EXPECT_LE(std::fabs(got - exact_q), gamma * mass + Q8_1SumRounding(t, w.data(), act.data(), n));
+      // Against the unquantised activations: the activation quantisation bound on top.
+      EXPECT_LE(std::fabs(got - exact), gamma * mass + act_err + Q8_1SumRounding(t, w.data(), act.data(), n));
+    }
+  }
+}
+
+TEST(VecDot, Avx2MatchesScalarBits) {
+  if (DetectIsa() != Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(3);
+  for (TensorType t : kAllTypes) {
+    const std::vector<int64_t> sizes =
+        IsK(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 1024};
+    for (int64_t n : sizes) {
+      SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n));
+      const int64_t rows = 7, tokens = 6;
+      const auto w = test_util::RandomRawWeights(rng, t, rows, n);
+      const ActFormat f = ActivationFormat(t);
+      const size_t as = ActivationRowBytes(f, n), ws = TypeRowBytes(t, n);
+      std::vector<uint8_t> act(as * tokens);
+      for (int64_t k = 0; k < tokens; ++k) {
+        auto x = RandomFloats(rng, n, k == 0 ? 1e-3f : 10.0f);
+        QuantizeActivationRow(f, x.data(), n, act.data() + k * as);
+      }
+      std::vector<float> ys(rows * tokens), yv(rows * tokens);
+      GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
+      GetTileFn(t, Isa::kAvx2, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
+      int64_t first_diff = -1;  // every type reports, not only the first that differs
+      for (int64_t i = rows * tokens - 1; i >= 0; --i)
+        if (test_util::Bits(ys[i]) != test_util::Bits(yv[i])) first_diff = i;
+      EXPECT_EQ(first_diff, -1) << "scalar " << ys[std::max<int64_t>(first_diff, 0)] << " vs avx2 "
+                                << yv[std::max<int64_t>(first_diff, 0)];
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(test_util::Bits(VecDot(t, w.data() + r * ws, act.data(), n, Isa::kAvx2)),
+                  test_util::Bits(ys[r]));
+    }
+  }
+}
+
+// Float types with n_in not a multiple of 8 take the scalar kernel on every ISA: same bits.
+TEST(VecDot, FloatTailFallsBackToSameResult) {
+  std::mt19937 rng(4);
+  const int64_t n = 1001;
+  const auto w = RandomFloats(rng, n), x = RandomFloats(rng, n);
+  EXPECT_EQ(test_util::Bits(VecDot(TensorType::kF32, w.data(), x.data(), n, Isa::kScalar)),
+            test_util::Bits(VecDot(TensorType::kF32, w.data(), x.data(), n, DetectIsa())));
+}
+
+// A hand-computed Q8_0 dot: one block, integer sum 16 * 2 * 3 + 16 * 2 * -1 = 64, scales 0.5 * 0.25.
+TEST(VecDot, KnownValueQ8_0) {
+  BlockQ8_0 w{F32ToF16(0.5f), {}}, a{F32ToF16(0.25f), {}};
+  for (int j = 0; j < 32; ++j) w.qs[j] = 2, a.qs[j] = static_cast<int8_t>(j % 2 ? 3 : -1);
+  for (Isa isa : {Isa::kScalar, DetectIsa()}) EXPECT_EQ(VecDot(TensorType::kQ8_0, &w, &a, 32, isa), 8.0f);
+}
+
+}  // namespace
+}  // namespace llamay::kernels
