@@ -6,7 +6,7 @@ bin=$1
 model=$2/ref/models/stories260K.gguf
 [ -f "$model" ] || { echo "skipped: $model is absent"; exit 77; }
 want='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball.'
-got=$("$bin" run -m "$model" -p "Once upon a time" -n 40 2>/dev/null)
+got=$("$bin" run -m "$model" -p "Once upon a time" -n 40 --temp 0 2>/dev/null)
 if [ "${got:0:${#want}}" != "$want" ]; then
   echo "got:  $got"
   echo "want: $want"

@@ -20,6 +20,7 @@
 #include "base/digest.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "kernels/thread_pool.h"
 #include "kv/context.h"
 #include "kv/layout.h"
 #include "model/hparams.h"
@@ -36,8 +37,10 @@ struct SeqInput {
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> Load(const std::string& path);
-  static Result<std::unique_ptr<Model>> FromFile(gguf::File file);
+  // n_threads: compute threads (0: one per core).
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, int n_threads = 0);
+  static Result<std::unique_ptr<Model>> FromFile(gguf::File file, int n_threads = 0);
+  int n_threads() const { return pool_->num_threads(); }
 
   const HParams& hparams() const { return hp_; }
   const gguf::File& file() const { return file_; }
@@ -52,11 +55,12 @@ class Model {
   Status Forward(std::span<const SeqInput> batch, std::vector<float>* logits) const;
 
  private:
-  Model(gguf::File file, HParams hp, Weights w)
-      : file_(std::move(file)), hp_(std::move(hp)), w_(std::move(w)) {}
+  Model(gguf::File file, HParams hp, Weights w, std::unique_ptr<kernels::ThreadPool> pool)
+      : file_(std::move(file)), hp_(std::move(hp)), w_(std::move(w)), pool_(std::move(pool)) {}
   gguf::File file_;
   HParams hp_;
   Weights w_;
+  std::unique_ptr<kernels::ThreadPool> pool_;  // ParallelFor serialises concurrent Forward calls
 };
 
 }  // namespace llamay::model

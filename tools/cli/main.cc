@@ -1,6 +1,7 @@
 // llamay: the command-line entry point.
 #include <CLI/CLI.hpp>
 
+#include "bench_command.h"
 #include "ctx_commands.h"
 #include "model_commands.h"
 
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = llamay::cli::kExitOk;
   llamay::cli::AddCtxCommands(app, &exit_code);
   llamay::cli::AddModelCommands(app, &exit_code);
+  llamay::cli::AddBenchCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

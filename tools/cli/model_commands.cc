@@ -14,6 +14,7 @@
 #include "kv/cache.h"
 #include "model/demo_model.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -45,6 +46,8 @@ struct RunOptions {
   std::string kv_precision = "f16";
   size_t batch = 256;
   bool no_bos = false;
+  sampling::SamplingParams sampling;
+  int64_t seed = -1;  // -1: random
 };
 
 // Prefill in chunks of `batch` tokens with a progress line on a terminal.
@@ -64,11 +67,13 @@ Result<std::vector<float>> Prefill(const model::Model& m, kv::Context& ctx, cons
   return last;
 }
 
-int32_t Argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-int RunGenerate(const RunOptions& o) {
+int RunGenerate(RunOptions o) {
+  if (o.seed >= 0) {
+    o.sampling.seed = static_cast<uint64_t>(o.seed);
+    o.sampling.has_seed = true;
+  }
+  auto sampler = sampling::Sampler::Create(o.sampling);
+  if (!sampler.ok()) return Fail(sampler.status(), kExitBadInput);
   auto m = LoadModel(o.model);
   if (!m.ok()) return Fail(m.status(), kExitBadInput);
   if (o.model.empty())
@@ -95,8 +100,10 @@ int RunGenerate(const RunOptions& o) {
   const auto t1 = Clock::now();
   int generated = 0;
   std::vector<float> last = std::move(*logits);
+  std::vector<int32_t> history = *ids;
   for (; generated < o.n_predict; ++generated) {
-    const int32_t next = Argmax(last);
+    const int32_t next = sampler->Sample(last, history);
+    history.push_back(next);
     if ((*tok)->IsEog(next)) break;
     std::printf("%s", detok.Push(next).c_str());
     std::fflush(stdout);
@@ -164,6 +171,13 @@ void AddModelCommands(CLI::App& app, int* exit_code) {
   run->add_option("--kv-precision", ro->kv_precision, "KV precision: f32, f16, q8_0")->capture_default_str();
   run->add_option("-b,--batch", ro->batch, "Prefill chunk size")->capture_default_str();
   run->add_flag("--no-bos", ro->no_bos, "Do not add the BOS token");
+  run->add_option("--temp", ro->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  run->add_option("--top-k", ro->sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  run->add_option("--top-p", ro->sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  run->add_option("--min-p", ro->sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  run->add_option("--repeat-penalty", ro->sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  run->add_option("--repeat-last-n", ro->sampling.repeat_last_n, "Window of the penalties")->capture_default_str();
+  run->add_option("--seed", ro->seed, "Random seed (-1: random)")->capture_default_str();
   run->callback([ro, exit_code] { *exit_code = RunGenerate(*ro); });
 }
 

@@ -1,0 +1,153 @@
+#include "bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ctx_commands.h"
+#include "format.h"
+#include "kv/cache.h"
+#include "model/model.h"
+#include "model/synthetic_model.h"
+
+namespace llamay::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::string model;
+  std::string synthetic;  // weight type of a synthetic peer-shape model, e.g. "q8_0"
+  int pp = 512;
+  int tg = 128;
+  int reps = 5;
+  int threads = 0;
+  std::string kv_precision = "f16";
+};
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
+  return code;
+}
+
+Result<TensorType> ParseType(const std::string& name) {
+  for (uint32_t t = 0; t < 64; ++t) {
+    auto info = GetTensorTypeInfo(t);
+    if (info && info->name == name) return info->type;
+  }
+  return InvalidArgumentError("unknown weight type '" + name + "' (try f16, q8_0, q4_0, q4_K)");
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Tokens/s of each repetition of `run`, which processes `tokens` tokens.
+template <typename F>
+Result<std::vector<double>> Measure(int reps, int tokens, F&& run) {
+  std::vector<double> out;
+  LLAMAY_RETURN_IF_ERROR(run());  // warm-up
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    LLAMAY_RETURN_IF_ERROR(run());
+    out.push_back(tokens / std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return out;
+}
+
+int RunBench(const BenchOptions& o) {
+  Result<std::unique_ptr<model::Model>> m = InternalError("unset");
+  std::string label;
+  if (!o.synthetic.empty()) {
+    auto type = ParseType(o.synthetic);
+    if (!type.ok()) return Fail(type.status(), kExitBadInput);
+    std::fprintf(stderr, "building a synthetic %s model of the peer shape...\n", o.synthetic.c_str());
+    auto bytes = model::BuildSyntheticModel(model::PeerShape(*type));
+    if (!bytes.ok()) return Fail(bytes.status(), kExitBadInput);
+    auto f = gguf::File::FromBuffer(std::move(*bytes));
+    if (!f.ok()) return Fail(f.status(), kExitFailure);
+    m = model::Model::FromFile(std::move(*f), o.threads);
+    label = "llama peer-160M " + o.synthetic + " (synthetic)";
+  } else if (!o.model.empty()) {
+    m = model::Model::Load(o.model, o.threads);
+    label = o.model.substr(o.model.rfind('/') + 1);
+  } else {
+    return Fail(InvalidArgumentError("give -m MODEL or --synthetic TYPE"), kExitBadInput);
+  }
+  if (!m.ok()) return Fail(m.status(), kExitBadInput);
+  const model::Model& model = **m;
+  auto precision = kv::ParseKvPrecision(o.kv_precision);
+  if (!precision.ok()) return Fail(precision.status(), kExitBadInput);
+  kv::CacheOptions co;
+  co.layout = model.KvLayoutFor(64, *precision);
+  auto cache = kv::Cache::Create(co);
+  if (!cache.ok()) return Fail(cache.status(), kExitFailure);
+  uint64_t params = 0;
+  for (const auto& t : model.file().tensors()) params += t.n_elements;
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(static_cast<size_t>(o.pp));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % model.hparams().n_vocab);
+
+  std::printf("| %-36s | %10s | %8s | %7s | %6s | %20s |\n", "model", "size", "params", "threads", "test", "t/s");
+  std::printf("| %s | %s: | %s: | %s: | %s: | %s: |\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
+              std::string(7, '-').c_str(), std::string(6, '-').c_str(), std::string(5, '-').c_str(),
+              std::string(19, '-').c_str());
+  auto row = [&](const std::string& test, const std::vector<double>& tps) {
+    const auto [lo, hi] = std::minmax_element(tps.begin(), tps.end());
+    char tpsbuf[64];
+    std::snprintf(tpsbuf, sizeof tpsbuf, "%.1f (%.1f-%.1f)", Median(tps), *lo, *hi);
+    char params_buf[32];
+    std::snprintf(params_buf, sizeof params_buf, "%.1fM", static_cast<double>(params) / 1e6);
+    std::printf("| %-36s | %10s | %8s | %7d | %6s | %20s |\n", label.c_str(),
+                FormatBytes(model.file().bytes().size()).c_str(), params_buf, model.n_threads(), test.c_str(), tpsbuf);
+    std::fflush(stdout);
+  };
+  if (o.pp > 0) {
+    auto tps = Measure(o.reps, o.pp, [&]() -> Status {
+      kv::Context ctx = (*cache)->NewContext();
+      std::vector<float> logits;
+      model::SeqInput in{&ctx, prompt, false};
+      return model.Forward(std::span(&in, 1), &logits);
+    });
+    if (!tps.ok()) return Fail(tps.status(), kExitFailure);
+    row("pp" + std::to_string(o.pp), *tps);
+  }
+  if (o.tg > 0) {
+    auto tps = Measure(o.reps, o.tg, [&]() -> Status {
+      kv::Context ctx = (*cache)->NewContext();
+      std::vector<float> logits;
+      for (int i = 0; i < o.tg; ++i) {
+        const int32_t tok = prompt[static_cast<size_t>(i) % prompt.size()];
+        model::SeqInput in{&ctx, std::span(&tok, 1), false};
+        logits.clear();
+        LLAMAY_RETURN_IF_ERROR(model.Forward(std::span(&in, 1), &logits));
+      }
+      return Status::Ok();
+    });
+    if (!tps.ok()) return Fail(tps.status(), kExitFailure);
+    row("tg" + std::to_string(o.tg), *tps);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* b = app.add_subcommand("bench", "Prompt processing and generation speed (median of repetitions)");
+  b->add_option("-m,--model", o->model, "GGUF model");
+  b->add_option("--synthetic", o->synthetic, "Instead of -m: a synthetic model of the peer shape in this weight type");
+  b->add_option("-p,--n-prompt", o->pp, "Prompt tokens (pp test; 0 skips)")->capture_default_str();
+  b->add_option("-n,--n-gen", o->tg, "Generated tokens (tg test; 0 skips)")->capture_default_str();
+  b->add_option("-r,--repetitions", o->reps, "Repetitions")->capture_default_str();
+  b->add_option("-t,--threads", o->threads, "Threads (0: one per core)")->capture_default_str();
+  b->add_option("--kv-precision", o->kv_precision, "KV precision")->capture_default_str();
+  b->callback([o, exit_code] { *exit_code = RunBench(*o); });
+}
+
+}  // namespace llamay::cli
