@@ -10,7 +10,9 @@
 #include "kv/cache.h"
 #include "kv/snapshot.h"
 #include "model/demo_model.h"
+#include "kernels/dequant.h"
 #include "model/model.h"
+#include "model/synthetic_model.h"
 
 namespace llamay::model {
 namespace {
@@ -258,6 +260,92 @@ TEST_F(Determinism, BadInputLeavesContextsIntact) {
   EXPECT_EQ(model_->Forward(std::span(&in, 1), &logits).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ctx.size(), 3u);
   EXPECT_TRUE(logits.empty());
+}
+
+}  // namespace
+}  // namespace llamay::model
+
+namespace llamay::model {
+namespace {
+
+// Every supported weight type runs through the whole model: a synthetic model quantised to the type is
+// compared with the same model whose matrices are those quantised weights dequantised to f32. What
+// remains is the activation rounding each type's dot product uses, bounded here.
+TEST(WeightTypes, EverySupportedTypeComputesWhatItsDequantisedWeightsCompute) {
+  struct Case {
+    TensorType type;
+    float tol;
+  };
+  for (Case c : {Case{TensorType::kF16, 0.02f}, Case{TensorType::kBF16, 0.1f}, Case{TensorType::kQ8_0, 0.3f},
+                 Case{TensorType::kQ4_0, 0.3f}, Case{TensorType::kQ4_1, 0.3f}, Case{TensorType::kQ5_0, 0.3f},
+                 Case{TensorType::kQ5_1, 0.3f}, Case{TensorType::kQ4_K, 0.4f}, Case{TensorType::kQ5_K, 0.4f},
+                 Case{TensorType::kQ6_K, 0.4f}}) {
+    SCOPED_TRACE(std::string(TensorTypeName(c.type)));
+    SyntheticSpec spec;
+    spec.n_vocab = 300;
+    spec.n_embd = 256;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.type = c.type;
+    auto bytes = BuildSyntheticModel(spec);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    auto quant_file = gguf::File::FromBuffer(*bytes);
+    ASSERT_TRUE(quant_file.ok());
+    // The same file with every matrix dequantised to f32.
+    gguf::Writer w;
+    for (auto key : quant_file->Keys()) {
+      const std::string k(key);
+      switch (*quant_file->TypeOf(key)) {
+        case gguf::ValueType::kString: w.SetString(k, *quant_file->GetString(key)); break;
+        case gguf::ValueType::kFloat32: w.SetFloat32(k, static_cast<float>(*quant_file->GetFloat(key))); break;
+        case gguf::ValueType::kBool: w.SetBool(k, *quant_file->GetBool(key)); break;
+        case gguf::ValueType::kArray:
+          if (*quant_file->ArrayElementType(key) == gguf::ValueType::kString) {
+            auto v = *quant_file->GetStringArray(key);
+            w.SetStringArray(k, std::vector<std::string>(v.begin(), v.end()));
+          } else if (*quant_file->ArrayElementType(key) == gguf::ValueType::kFloat32) {
+            w.SetFloat32Array(k, *quant_file->GetFloatArray(key));
+          } else {
+            auto v = *quant_file->GetIntArray(key);
+            w.SetInt32Array(k, std::vector<int32_t>(v.begin(), v.end()));
+          }
+          break;
+        default: w.SetUint32(k, static_cast<uint32_t>(*quant_file->GetInt(key))); break;
+      }
+    }
+    for (const auto& t : quant_file->tensors()) {
+      std::vector<float> f(t.n_elements);
+      const int64_t cols = t.dims[0];
+      const size_t row_bytes = kernels::TypeRowBytes(t.type, cols);
+      for (int64_t r = 0; r < t.rows(); ++r)
+        kernels::DequantizeRow(t.type, t.data + r * row_bytes, f.data() + r * cols, cols);
+      std::vector<uint8_t> raw(f.size() * 4);
+      std::memcpy(raw.data(), f.data(), raw.size());
+      ASSERT_TRUE(w.AddTensor(t.name, t.dims, TensorType::kF32, raw).ok());
+    }
+    auto f32_file = gguf::File::FromBuffer(w.Finish());
+    ASSERT_TRUE(f32_file.ok());
+    auto quant = Model::FromFile(std::move(*quant_file));
+    auto exact = Model::FromFile(std::move(*f32_file));
+    ASSERT_TRUE(quant.ok() && exact.ok());
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 53) % 290);
+    auto cq = CacheFor(**quant), ce = CacheFor(**exact);
+    kv::Context a = cq->NewContext(), b = ce->NewContext();
+    const auto lq = Prefill(**quant, a, prompt), le = Prefill(**exact, b, prompt);
+    ASSERT_EQ(lq.size(), le.size());
+    float worst = 0.0f, spread = 0.0f;
+    for (size_t i = 0; i < lq.size(); ++i) {
+      worst = std::max(worst, std::fabs(lq[i] - le[i]));
+      spread = std::max(spread, std::fabs(le[i]));
+    }
+    std::printf("  %s: max |logit diff| = %.3g (largest |logit| %.2f)\n", std::string(TensorTypeName(c.type)).c_str(),
+                worst, spread);
+    EXPECT_LE(worst, c.tol);
+    EXPECT_GT(spread, 1.0f);  // the comparison is not between near-zero vectors
+  }
 }
 
 }  // namespace
