@@ -22,6 +22,7 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"sampling", {"base"}},
     {"template", {"base"}},
     {"model", {"base", "kv", "gguf", "kernels"}},
+    {"engine", {"base", "kv", "gguf", "kernels", "model", "tokenizer", "sampling", "template", "store"}},
 };
 
 // For a line `#include "dir/file.h"`, "dir"; otherwise "".

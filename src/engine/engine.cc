@@ -1,0 +1,263 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <future>
+
+#include "sampling/logprobs.h"
+
+namespace llamay::engine {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+struct Engine::Seq {
+  uint64_t id = 0;
+  Request req;
+  Sink sink;
+  kv::Context ctx;
+  std::vector<int32_t> pending;  // tokens still to run through the model
+  std::vector<int32_t> history;  // every token of the context and generated, for penalties
+  std::unique_ptr<sampling::Sampler> sampler;
+  Usage usage;
+  bool session = false;     // the context came with the request and goes back with the final event
+  bool prefilled = false;   // the prompt has been processed
+  bool done = false;
+};
+
+Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+               std::unique_ptr<kv::Cache> cache, const EngineOptions& options)
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), cache_(std::move(cache)), options_(options) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,
+                                               std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+                                               const EngineOptions& options) {
+  if (!model || !tokenizer) return InvalidArgumentError("engine: a model and a tokenizer are required");
+  if (options.max_batch_tokens == 0 || options.prefill_chunk == 0 || options.max_active == 0)
+    return InvalidArgumentError("engine: batch sizes must be positive");
+  kv::CacheOptions co;
+  co.layout = model->KvLayoutFor(options.page_tokens, options.kv_precision);
+  co.max_bytes = options.kv_memory_bytes;
+  co.tree_max_bytes = options.tree_max_bytes;
+  LLAMAY_ASSIGN_OR_RETURN(std::unique_ptr<kv::Cache> cache, kv::Cache::Create(co));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(tokenizer), std::move(cache), options));
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard l(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+uint64_t Engine::Submit(Request request, Sink sink) {
+  auto s = std::make_unique<Seq>();
+  s->req = std::move(request);
+  s->sink = std::move(sink);
+  uint64_t id;
+  {
+    std::lock_guard l(mu_);
+    id = s->id = next_id_++;
+    queue_.push_back(std::move(s));
+  }
+  cv_.notify_all();
+  return id;
+}
+
+void Engine::Cancel(uint64_t id) {
+  {
+    std::lock_guard l(mu_);
+    cancelled_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+size_t Engine::queue_depth() const {
+  std::lock_guard l(mu_);
+  return queue_.size();
+}
+
+size_t Engine::active() const { return active_count_.load(); }
+
+Result<Completion> Engine::Generate(Request request, bool keep_context) {
+  auto done = std::make_shared<std::promise<Result<Completion>>>();
+  auto result = std::make_shared<Completion>();
+  Submit(std::move(request), [done, result, keep_context](Event& e) {
+    if (e.token >= 0) result->tokens.push_back(e.token);
+    if (!e.finished) return true;
+    if (e.reason == FinishReason::kError) {
+      done->set_value(e.error);
+      return true;
+    }
+    result->reason = e.reason;
+    result->usage = e.usage;
+    if (keep_context) result->context = std::move(e.context);
+    done->set_value(std::move(*result));
+    return true;
+  });
+  return done->get_future().get();
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<std::unique_ptr<Seq>> incoming;
+    std::vector<uint64_t> cancelled;
+    {
+      std::unique_lock l(mu_);
+      cv_.wait(l, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      if (stopping_) {
+        for (auto& s : queue_) active_.push_back(std::move(s));
+        queue_.clear();
+        break;
+      }
+      while (!queue_.empty() && active_.size() + incoming.size() < options_.max_active) {
+        incoming.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      cancelled.swap(cancelled_);
+    }
+    for (auto& s : incoming) Admit(std::move(s));
+    for (auto& s : active_)
+      if (!s->done && std::find(cancelled.begin(), cancelled.end(), s->id) != cancelled.end())
+        Finish(*s, FinishReason::kCancelled);
+    if (!cancelled.empty()) {  // ids still queued are cancelled when they are admitted
+      std::lock_guard l(mu_);
+      for (uint64_t id : cancelled)
+        if (std::any_of(queue_.begin(), queue_.end(), [&](auto& q) { return q->id == id; }))
+          cancelled_.push_back(id);
+    }
+    Step();
+    std::erase_if(active_, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    active_count_ = active_.size();
+  }
+  for (auto& s : active_)
+    if (!s->done) Finish(*s, FinishReason::kCancelled);
+  active_.clear();
+}
+
+void Engine::Admit(std::unique_ptr<Seq> sp) {
+  Seq& s = *sp;
+  active_.push_back(std::move(sp));
+  Request& r = s.req;
+  auto sampler = sampling::Sampler::Create(r.sampling);
+  if (!sampler.ok()) return Finish(s, FinishReason::kError, sampler.status());
+  s.sampler = std::make_unique<sampling::Sampler>(std::move(*sampler));
+  for (int32_t t : r.prompt)
+    if (t < 0 || static_cast<uint32_t>(t) >= model_->hparams().n_vocab)
+      return Finish(s, FinishReason::kError,
+                    InvalidArgumentError("token id " + std::to_string(t) + " outside the vocabulary"));
+  if (r.max_tokens < 0) return Finish(s, FinishReason::kError, InvalidArgumentError("max_tokens must be >= 0"));
+  if (r.context.valid()) {
+    if (r.context.cache() != cache_.get())
+      return Finish(s, FinishReason::kError, InvalidArgumentError("the session's context belongs to another engine"));
+    s.session = true;
+    s.ctx = std::move(r.context);
+    s.history = s.ctx.tokens();
+    s.usage.cached_tokens = s.ctx.size();
+    s.pending = r.prompt;
+  } else {
+    if (r.prompt.empty()) return Finish(s, FinishReason::kError, InvalidArgumentError("empty prompt"));
+    // Reuse the longest computed prefix, keeping at least one token to compute logits from.
+    kv::MatchResult m = cache_->Match(std::span(r.prompt.data(), r.prompt.size() - 1));
+    s.ctx = std::move(m.context);
+    s.usage.cached_tokens = m.matched;
+    s.pending.assign(r.prompt.begin() + static_cast<long>(m.matched), r.prompt.end());
+  }
+  s.history.insert(s.history.end(), r.prompt.begin(), r.prompt.end());
+  s.usage.prompt_tokens = s.usage.cached_tokens + s.pending.size();
+  if (s.pending.empty()) {  // a session continued with no new tokens: nothing to compute logits from
+    return Finish(s, r.max_tokens == 0 ? FinishReason::kLength : FinishReason::kError,
+                  r.max_tokens == 0 ? Status::Ok() : InvalidArgumentError("no new tokens to continue from"));
+  }
+}
+
+void Engine::Step() {
+  // 1. Compose the step: each running request contributes a prefill chunk or its one decode token.
+  std::vector<Seq*> seqs;
+  std::vector<model::SeqInput> inputs;
+  size_t budget = options_.max_batch_tokens;
+  for (auto& sp : active_) {
+    Seq& s = *sp;
+    if (s.done || s.pending.empty() || budget == 0) continue;
+    const size_t n = std::min({s.pending.size(), options_.prefill_chunk, budget});
+    seqs.push_back(&s);
+    inputs.push_back({&s.ctx, std::span(s.pending.data(), n), false});
+    budget -= n;
+  }
+  if (seqs.empty()) return;
+  // 2. One forward step for all of them.
+  std::vector<float> logits;
+  Status st = model_->Forward(inputs, &logits);
+  if (!st.ok()) {
+    // Memory: the newest request gives way; the others retry next step. Anything else fails the step.
+    if (st.code() == StatusCode::kResourceExhausted) {
+      Finish(*seqs.back(), FinishReason::kError, st);
+    } else {
+      for (Seq* s : seqs) Finish(*s, FinishReason::kError, st);
+    }
+    return;
+  }
+  // 3. Sample where a request's pending tokens are all processed.
+  const size_t V = model_->hparams().n_vocab;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = *seqs[i];
+    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(inputs[i].tokens.size()));
+    if (!s.pending.empty()) continue;  // prefill continues next step
+    if (!s.prefilled) {
+      s.prefilled = true;
+      if (s.req.pin_prefix) (void)cache_->Retain(s.ctx, /*pin=*/true);
+      if (s.req.max_tokens == 0) {
+        Finish(s, FinishReason::kLength);
+        continue;
+      }
+    }
+    Emit(s, s.sampler->Sample(std::span(logits.data() + i * V, V), s.history), std::span(logits.data() + i * V, V));
+  }
+}
+
+void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
+  if (tokenizer_->IsEog(token)) return Finish(s, FinishReason::kStop);
+  s.history.push_back(token);
+  ++s.usage.completion_tokens;
+  Event e;
+  e.token = token;
+  if (s.req.top_logprobs >= 0) {
+    e.logprob = sampling::TokenLogprob(logits, token);
+    e.top_logprobs = sampling::TopLogprobs(logits, s.req.top_logprobs);
+  }
+  if (!s.sink(e)) return Finish(s, FinishReason::kCancelled);
+  if (s.usage.completion_tokens >= static_cast<size_t>(s.req.max_tokens)) return Finish(s, FinishReason::kLength);
+  s.pending.assign(1, token);
+}
+
+void Engine::Finish(Seq& s, FinishReason reason, Status error) {
+  if (s.done) return;
+  s.done = true;
+  if (s.ctx.valid() && s.req.retain && s.ctx.size() > 0 &&
+      (reason == FinishReason::kStop || reason == FinishReason::kLength))
+    (void)cache_->Retain(s.ctx);
+  Event e;
+  e.finished = true;
+  e.reason = reason;
+  e.usage = s.usage;
+  e.error = std::move(error);
+  if (s.session || s.req.max_tokens == 0) {
+    e.context = std::move(s.ctx);
+  } else {
+    s.ctx.Close();
+  }
+  s.sink(e);
+}
+
+}  // namespace llamay::engine

@@ -1,0 +1,140 @@
+// Engine: model + KV cache + samplers behind a scheduler that runs many requests at once.
+//
+// Every request goes through the prefix tree: its prompt's longest computed prefix is reused (only the
+// suffix is prefilled), and a finished request's context is retained so the next turn of a conversation
+// hits. One scheduler thread runs forward steps that mix prefill chunks and decode tokens of several
+// requests (continuous batching): decode is memory-bound, so N streams cost far less than N steps, and
+// long prefills are chunked so running streams keep flowing.
+//
+// Determinism: a request's tokens depend only on the model, its tokens, its sampling parameters and seed
+// and the KV precision, never on which other requests shared its steps (DESIGN.md section 3).
+//
+// Memory: the cache is bounded by EngineOptions::kv_memory_bytes. Under pressure the cache evicts prefix
+// tree entries first; when that is not enough the most recently admitted request fails with
+// ResourceExhausted (its sink gets the error) and the others go on.
+//
+// Thread-safety: Submit/Cancel/Generate are thread-safe. Sinks run on the scheduler thread and must not
+// block; a sink returning false cancels its request.
+#ifndef LLAMAY_ENGINE_ENGINE_H_
+#define LLAMAY_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llamay::engine {
+
+struct EngineOptions {
+  uint32_t page_tokens = kv::kDefaultPageTokens;
+  kv::KvPrecision kv_precision = kv::KvPrecision::kF16;
+  size_t kv_memory_bytes = size_t{1} << 30;
+  size_t tree_max_bytes = 0;      // 0: bounded by kv_memory_bytes only
+  size_t max_batch_tokens = 512;  // tokens per forward step, all requests together
+  size_t prefill_chunk = 256;     // prefill tokens per request per step
+  size_t max_active = 16;         // requests in flight; the rest wait in the queue
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason r);
+
+struct Request {
+  // Tokens to process: the whole prompt, or only the new tokens when `context` continues a session.
+  std::vector<int32_t> prompt;
+  // A held context to continue (llamay_session); empty: start from the prefix tree. It is handed back in
+  // the final event.
+  kv::Context context;
+  sampling::SamplingParams sampling;
+  int max_tokens = 128;  // 0: only prefill (the final event then carries the context)
+  bool retain = true;        // retain the finished context in the prefix tree
+  bool pin_prefix = false;   // pin the prompt's prefix in the tree (llamay_retain_prefix)
+  int top_logprobs = -1;     // >= 0: report the chosen token's log probability and this many alternatives
+};
+
+struct Usage {
+  size_t prompt_tokens = 0;
+  size_t cached_tokens = 0;  // prompt tokens taken from the prefix tree or the session, not prefilled
+  size_t completion_tokens = 0;
+};
+
+struct Event {
+  int32_t token = -1;  // a generated token; -1 in a final event without one
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  Usage usage;          // final events
+  Status error;         // reason kError
+  kv::Context context;  // final events: the request's context (held sessions, or max_tokens == 0)
+};
+
+using Sink = std::function<bool(Event&)>;
+
+struct Completion {
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  Usage usage;
+  kv::Context context;
+};
+
+class Engine {
+ public:
+  // The tokenizer decides which tokens end generation.
+  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<model::Model> model,
+                                                std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+                                                const EngineOptions& options);
+  ~Engine();  // cancels what is running and joins the scheduler
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; `sink` receives its events. Returns the request id.
+  uint64_t Submit(Request request, Sink sink);
+  void Cancel(uint64_t id);
+  // Submits and waits. `keep_context`: the context comes back in the result instead of being closed.
+  Result<Completion> Generate(Request request, bool keep_context = false);
+
+  const model::Model& model() const { return *model_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  kv::Cache& cache() { return *cache_; }
+  size_t queue_depth() const;
+  size_t active() const;
+
+ private:
+  struct Seq;
+  Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+         std::unique_ptr<kv::Cache> cache, const EngineOptions& options);
+  void Loop();
+  void Admit(std::unique_ptr<Seq> s);
+  void Step();
+  void Emit(Seq& s, int32_t token, std::span<const float> logits);
+  void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
+
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<kv::Cache> cache_;
+  const EngineOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Seq>> queue_;  // GUARDED_BY(mu_)
+  std::vector<uint64_t> cancelled_;         // GUARDED_BY(mu_)
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;                    // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<Seq>> active_;  // scheduler thread only
+  std::atomic<size_t> active_count_{0};
+  std::thread thread_;
+};
+
+}  // namespace llamay::engine
+
+#endif  // LLAMAY_ENGINE_ENGINE_H_
