@@ -1,8 +1,12 @@
-// GGUF v3 writer.
+// GGUF v3 writer: entries and tensors are serialised when added; Finish() lays out the file (header, kvs,
+// tensor infos, padding, tensor data at aligned offsets). It does not refuse duplicate keys or tensor names:
+// tests use it to build files the reader must refuse.
 #include <cstring>
 
+#include "base/check.h"
 #include "base/file.h"
 #include "gguf/gguf.h"
+#include "gguf/internal.h"
 
 namespace llamay::gguf {
 
@@ -39,17 +43,21 @@ void PutString(std::vector<uint8_t>& b, const std::string& s) {
 }  // namespace
 
 Writer::Writer(uint64_t alignment) : alignment_(alignment) {
-  if (alignment_ != 32) SetUint32("general.alignment", static_cast<uint32_t>(alignment_));
+  LLAMAY_CHECK(alignment_ != 0 && (alignment_ & (alignment_ - 1)) == 0 &&
+               alignment_ <= internal::kMaxAlignment)
+      << "gguf writer: alignment " << alignment_ << " is not a power of two the reader accepts";
+  if (alignment_ != internal::kDefaultAlignment)
+    SetUint32("general.alignment", static_cast<uint32_t>(alignment_));
 }
 Writer::~Writer() = default;
 
-#define LLAMAY_GGUF_SCALAR_SETTER(Name, CType, VType)          \
-  void Writer::Name(std::string key, CType v) {                \
-    auto e = std::make_shared<Entry>();                        \
-    e->key = std::move(key);                                   \
-    e->type = VType;                                           \
-    Put(e->value, v);                                          \
-    entries_.push_back(std::move(e));                          \
+#define LLAMAY_GGUF_SCALAR_SETTER(Name, CType, VType) \
+  void Writer::Name(std::string key, CType v) {       \
+    auto e = std::make_shared<Entry>();               \
+    e->key = std::move(key);                          \
+    e->type = VType;                                  \
+    Put(e->value, v);                                 \
+    entries_.push_back(std::move(e));                 \
   }
 LLAMAY_GGUF_SCALAR_SETTER(SetUint32, uint32_t, ValueType::kUint32)
 LLAMAY_GGUF_SCALAR_SETTER(SetInt32, int32_t, ValueType::kInt32)
@@ -103,21 +111,28 @@ void Writer::SetInt32Array(std::string key, std::vector<int32_t> v) {
   entries_.push_back(std::move(e));
 }
 
-Status Writer::AddTensor(std::string name, std::vector<int64_t> dims, TensorType type, std::span<const uint8_t> data) {
+Status Writer::AddTensor(std::string name, std::vector<int64_t> dims, TensorType type,
+                         std::span<const uint8_t> data) {
+  auto bad = [&](const std::string& what) {
+    return InvalidArgumentError("gguf writer: tensor '" + name + "': " + what);
+  };
   auto info = GetTensorTypeInfo(static_cast<uint32_t>(type));
-  if (!info) return InvalidArgumentError("gguf writer: unknown tensor type");
-  if (dims.empty() || dims.size() > 4) return InvalidArgumentError("gguf writer: tensor '" + name + "' needs 1..4 dims");
-  uint64_t n = 1;
+  if (!info) return bad("unknown tensor type " + std::to_string(static_cast<uint32_t>(type)));
+  if (name.empty() || name.size() > internal::kMaxTensorName) return bad("name length out of range");
+  if (dims.empty() || dims.size() > internal::kMaxDims) return bad("needs 1..4 dims");
+  int64_t n = 1;
   for (int64_t d : dims) {
-    if (d <= 0) return InvalidArgumentError("gguf writer: tensor '" + name + "' has a dimension <= 0");
-    n *= static_cast<uint64_t>(d);
+    if (d <= 0) return bad("dimension " + std::to_string(d));
+    if (__builtin_mul_overflow(n, d, &n)) return bad("element count overflows");
   }
-  if (static_cast<uint64_t>(dims[0]) % info->block_size != 0)
-    return InvalidArgumentError("gguf writer: tensor '" + name + "' row is not a multiple of the block size");
-  const uint64_t bytes = n / info->block_size * info->type_size;
+  if (dims[0] % info->block_size != 0)
+    return bad("row of " + std::to_string(dims[0]) + " is not a multiple of the " + std::string(info->name) +
+               " block size " + std::to_string(info->block_size));
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n) / info->block_size, uint64_t{info->type_size}, &bytes))
+    return bad("byte size overflows");
   if (bytes != data.size())
-    return InvalidArgumentError("gguf writer: tensor '" + name + "' needs " + std::to_string(bytes) + " bytes, got " +
-                                std::to_string(data.size()));
+    return bad("needs " + std::to_string(bytes) + " bytes, got " + std::to_string(data.size()));
   auto t = std::make_shared<Tensor>();
   t->name = std::move(name);
   t->dims = std::move(dims);
@@ -129,7 +144,7 @@ Status Writer::AddTensor(std::string name, std::vector<int64_t> dims, TensorType
 
 std::vector<uint8_t> Writer::Finish() const {
   std::vector<uint8_t> b;
-  Put<uint32_t>(b, 0x46554747u);  // "GGUF"
+  Put<uint32_t>(b, internal::kMagic);
   Put<uint32_t>(b, 3);
   Put<uint64_t>(b, tensors_.size());
   Put<uint64_t>(b, entries_.size());
@@ -154,7 +169,8 @@ std::vector<uint8_t> Writer::Finish() const {
   const uint64_t data_start = align(b.size());
   b.resize(tensors_.empty() ? b.size() : data_start + end, 0);
   for (size_t i = 0; i < tensors_.size(); ++i)
-    if (!tensors_[i]->data.empty()) std::memcpy(b.data() + data_start + offsets[i], tensors_[i]->data.data(), tensors_[i]->data.size());
+    if (!tensors_[i]->data.empty())
+      std::memcpy(b.data() + data_start + offsets[i], tensors_[i]->data.data(), tensors_[i]->data.size());
   return b;
 }
 
