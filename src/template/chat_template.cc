@@ -1,0 +1,63 @@
+#include "template/chat_template.h"
+
+#include <exception>
+
+#include "template/ast.h"
+#include "template/json_value.h"
+#include "template/lexer.h"
+#include "template/parser.h"
+#include "template/renderer.h"
+
+namespace llamay::chat {
+namespace {
+
+Status WithDetail(const Status& status, TemplateErrorDetail detail) {
+  if (status.ok() || status.detail() != 0) return status;
+  return Status(status.code(), status.message(), static_cast<int>(detail));
+}
+
+}  // namespace
+
+Result<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
+  try {
+    auto tokens = internal::Tokenize(source);
+    if (!tokens.ok()) return WithDetail(tokens.status(), TemplateErrorDetail::kSyntax);
+    auto program = internal::ParseProgram(std::move(tokens).value());
+    if (!program.ok()) return WithDetail(program.status(), TemplateErrorDetail::kSyntax);
+    return ChatTemplate(std::shared_ptr<const internal::Program>(std::move(program).value()));
+  } catch (const std::exception& e) {  // only allocation failure can get here
+    return InternalError(std::string("chat template parse: ") + e.what());
+  }
+}
+
+Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {
+  if (!context.is_object()) {
+    return Status(StatusCode::kInvalidArgument, "chat template context must be a JSON object",
+                  static_cast<int>(TemplateErrorDetail::kRuntime));
+  }
+  try {
+    auto ctx = internal::FromJson(context);
+    if (!ctx.ok()) return WithDetail(ctx.status(), TemplateErrorDetail::kRuntime);
+    internal::Renderer renderer(limits);
+    return renderer.Render(*program_, *ctx);
+  } catch (const std::exception& e) {  // only allocation failure can get here
+    return InternalError(std::string("chat template render: ") + e.what());
+  }
+}
+
+Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::json& messages,
+                                      bool add_generation_prompt, std::string_view bos,
+                                      std::string_view eos) {
+  if (source.empty()) source = DefaultChatTemplate();
+  LLAMAY_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));
+  nlohmann::json context = nlohmann::json::object();
+  context["messages"] = messages;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = std::string(bos);
+  context["eos_token"] = std::string(eos);
+  context["tools"] = nullptr;
+  context["documents"] = nullptr;
+  return tmpl.Render(context);
+}
+
+}  // namespace llamay::chat
