@@ -28,6 +28,7 @@ struct Engine::Seq {
   std::unique_ptr<sampling::Sampler> sampler;
   Usage usage;
   bool session = false;     // the context came with the request and goes back with the final event
+  int32_t last = -1;        // the last sampled token, not yet run through the model
   bool prefilled = false;   // the prompt has been processed
   bool done = false;
 };
@@ -102,7 +103,10 @@ Result<Completion> Engine::Generate(Request request, bool keep_context) {
     }
     result->reason = e.reason;
     result->usage = e.usage;
-    if (keep_context) result->context = std::move(e.context);
+    if (keep_context) {
+      result->context = std::move(e.context);
+      result->tail = std::move(e.tail);
+    }
     done->set_value(std::move(*result));
     return true;
   });
@@ -227,6 +231,7 @@ void Engine::Step() {
 }
 
 void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
+  s.last = token;
   if (tokenizer_->IsEog(token)) return Finish(s, FinishReason::kStop);
   s.history.push_back(token);
   ++s.usage.completion_tokens;
@@ -254,6 +259,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.error = std::move(error);
   if (s.session || s.req.max_tokens == 0) {
     e.context = std::move(s.ctx);
+    if (s.last >= 0 && (reason == FinishReason::kStop || reason == FinishReason::kLength)) e.tail = {s.last};
   } else {
     s.ctx.Close();
   }

@@ -77,6 +77,9 @@ struct Event {
   Usage usage;          // final events
   Status error;         // reason kError
   kv::Context context;  // final events: the request's context (held sessions, or max_tokens == 0)
+  // Final events with a context: the last sampled token (an end-of-generation token too), which the
+  // context does not hold yet. A session prepends it to its next request's tokens.
+  std::vector<int32_t> tail;
 };
 
 using Sink = std::function<bool(Event&)>;
@@ -86,6 +89,7 @@ struct Completion {
   FinishReason reason = FinishReason::kNone;
   Usage usage;
   kv::Context context;
+  std::vector<int32_t> tail;  // see Event::tail
 };
 
 class Engine {

@@ -4,6 +4,7 @@
 #include "bench_command.h"
 #include "ctx_commands.h"
 #include "model_commands.h"
+#include "serve_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"llamay: a local LLM inference engine whose contexts fork, snapshot and restore"};
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   llamay::cli::AddCtxCommands(app, &exit_code);
   llamay::cli::AddModelCommands(app, &exit_code);
   llamay::cli::AddBenchCommand(app, &exit_code);
+  llamay::cli::AddServeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,423 @@
+#include "server/completions.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+
+#include "server/http_util.h"
+#include "template/chat_template.h"
+#include "tokenizer/detokenizer.h"
+
+namespace llamay::server {
+namespace {
+
+// Everything a completion request asked for, validated.
+struct Params {
+  bool chat = false;
+  std::vector<int32_t> prompt;
+  int n = 1;
+  int max_tokens = 16;
+  bool stream = false;
+  bool include_usage = false;
+  std::vector<std::string> stop;
+  sampling::SamplingParams sampling;
+  int top_logprobs = -1;  // chat: logprobs requested -> >= 0
+  std::string session;
+  bool retain_prefix = false;
+};
+
+Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
+  engine::Engine& engine = server.engine();
+  p->chat = chat;
+  p->max_tokens = chat ? server.options().default_max_tokens : 16;
+  try {
+    if (body.contains("llamay_session") && !body["llamay_session"].is_null()) {
+      if (!body["llamay_session"].is_string()) return InvalidArgumentError("llamay_session must be a string");
+      p->session = body["llamay_session"];
+    }
+    if (body.contains("llamay_retain_prefix")) p->retain_prefix = body.value("llamay_retain_prefix", false);
+    if (chat) {
+      if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+        return InvalidArgumentError("'messages' must be a non-empty array");
+      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(engine, body["messages"], !p->session.empty()));
+    } else {
+      if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
+      const json& pr = body["prompt"];
+      if (pr.is_string()) {
+        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr.get<std::string>(), p->session.empty(), false));
+      } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
+        for (const auto& t : pr) {
+          if (!t.is_number_integer()) return InvalidArgumentError("'prompt' token arrays hold integers");
+          p->prompt.push_back(t.get<int32_t>());
+        }
+      } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr[0].get<std::string>(), p->session.empty(), false));
+      } else {
+        return InvalidArgumentError("'prompt' must be a string, one string in an array, or an array of token ids");
+      }
+    }
+    for (const char* key : {"max_tokens", "max_completion_tokens"})
+      if (body.contains(key) && !body[key].is_null()) {
+        if (!body[key].is_number_integer() || body[key].get<int64_t>() < 0 || body[key].get<int64_t>() > 1 << 20)
+          return InvalidArgumentError(std::string("'") + key + "' must be an integer in [0, 1048576]");
+        p->max_tokens = body[key].get<int>();
+      }
+    if (body.contains("n") && !body["n"].is_null()) {
+      if (!body["n"].is_number_integer() || body["n"].get<int64_t>() < 1 || body["n"].get<int64_t>() > 64)
+        return InvalidArgumentError("'n' must be an integer in [1, 64]");
+      p->n = body["n"].get<int>();
+    }
+    p->stream = body.value("stream", false);
+    if (body.contains("stream_options") && body["stream_options"].is_object())
+      p->include_usage = body["stream_options"].value("include_usage", false);
+    if (body.contains("stop") && !body["stop"].is_null()) {
+      if (body["stop"].is_string()) {
+        p->stop.push_back(body["stop"]);
+      } else if (body["stop"].is_array()) {
+        for (const auto& s : body["stop"]) {
+          if (!s.is_string()) return InvalidArgumentError("'stop' must be a string or an array of strings");
+          p->stop.push_back(s);
+        }
+      } else {
+        return InvalidArgumentError("'stop' must be a string or an array of strings");
+      }
+      if (p->stop.size() > 4) return InvalidArgumentError("'stop' holds at most 4 strings");
+      for (const auto& s : p->stop)
+        if (s.empty()) return InvalidArgumentError("'stop' strings must not be empty");
+    }
+    // OpenAI's defaults: temperature 1, top_p 1, no top-k, min-p or repetition penalty.
+    sampling::SamplingParams& sp = p->sampling;
+    sp.temperature = body.value("temperature", 1.0f);
+    sp.top_p = body.value("top_p", 1.0f);
+    sp.top_k = body.value("top_k", 0);
+    sp.min_p = body.value("min_p", 0.0f);
+    sp.repeat_penalty = body.value("repetition_penalty", 1.0f);
+    sp.frequency_penalty = body.value("frequency_penalty", 0.0f);
+    sp.presence_penalty = body.value("presence_penalty", 0.0f);
+    if (body.contains("seed") && body["seed"].is_number_integer()) {
+      sp.seed = body["seed"].get<uint64_t>();
+      sp.has_seed = true;
+    }
+    LLAMAY_RETURN_IF_ERROR(sp.Validate());
+    if (chat && body.value("logprobs", false)) p->top_logprobs = body.value("top_logprobs", 0);
+    if (!chat && body.contains("logprobs") && body["logprobs"].is_number_integer())
+      p->top_logprobs = body["logprobs"].get<int>();
+    if (p->top_logprobs > 20) return InvalidArgumentError("top_logprobs must be at most 20");
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
+  }
+  if (p->prompt.empty() && p->session.empty()) return InvalidArgumentError("the prompt is empty");
+  if (!p->session.empty() && p->n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
+  return Status::Ok();
+}
+
+// Events from the engine's scheduler thread to the handler thread.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<int, engine::Event>> events;  // (choice, event)
+  void Push(int choice, engine::Event e) {
+    {
+      std::lock_guard l(mu);
+      events.emplace_back(choice, std::move(e));
+    }
+    cv.notify_all();
+  }
+  bool Pop(std::pair<int, engine::Event>* out, std::chrono::milliseconds wait) {
+    std::unique_lock l(mu);
+    if (!cv.wait_for(l, wait, [&] { return !events.empty(); })) return false;
+    *out = std::move(events.front());
+    events.pop_front();
+    return true;
+  }
+};
+
+struct Choice {
+  uint64_t id = 0;
+  std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
+  std::string text;  // generated so far (stop strings cut off)
+  size_t sent = 0;   // bytes of text already streamed
+  json logprobs = json::array();
+  bool done = false;
+  std::string finish;
+  engine::Usage usage;
+};
+
+// One completion request in flight: its choices, their engine ids and the channel they report on.
+struct Job {
+  Params p;
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  std::vector<Choice> choices;
+  std::shared_ptr<Channel> channel = std::make_shared<Channel>();
+  size_t prefill_cached = 0;
+  Status error;
+  size_t max_stop = 0;
+};
+
+std::string FinishName(engine::FinishReason r) {
+  return r == engine::FinishReason::kLength ? "length" : "stop";
+}
+
+// Applies one event to its choice. Returns new text ready to send (stream mode).
+std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
+  Choice& c = job.choices[static_cast<size_t>(ci)];
+  if (c.done) return "";
+  const tokenizer::Tokenizer& tok = server.engine().tokenizer();
+  if (e.token >= 0) {
+    c.text += c.detok->Push(e.token);
+    if (job.p.top_logprobs >= 0) {
+      json top = json::array();
+      for (auto& [t, lp] : e.top_logprobs) top.push_back({{"token", tok.TokenToPiece(t)}, {"logprob", lp}});
+      c.logprobs.push_back({{"token", tok.TokenToPiece(e.token)}, {"logprob", e.logprob}, {"top_logprobs", top}});
+    }
+  }
+  if (e.finished) {
+    c.text += c.detok->Flush();
+    c.usage = e.usage;
+    c.done = true;
+    c.finish = FinishName(e.reason);
+    if (e.reason == engine::FinishReason::kError && job.error.ok()) job.error = e.error;
+  }
+  // Stop strings: cut at the first one and stop the request.
+  for (const auto& s : job.p.stop) {
+    const size_t at = c.text.find(s, c.sent > s.size() ? c.sent - s.size() : 0);
+    if (at != std::string::npos) {
+      c.text.resize(at);
+      if (!c.done) server.engine().Cancel(c.id);
+      c.done = true;
+      c.finish = "stop";
+      break;
+    }
+  }
+  // Hold back what could still become a stop string.
+  size_t ready = c.text.size();
+  if (!c.done && job.max_stop > 1) ready = c.text.size() > job.max_stop - 1 ? c.text.size() - (job.max_stop - 1) : 0;
+  if (ready <= c.sent) return "";
+  std::string out = c.text.substr(c.sent, ready - c.sent);
+  c.sent = ready;
+  return out;
+}
+
+json UsageJson(const Job& job) {
+  size_t completion = 0;
+  for (const auto& c : job.choices) completion += c.usage.completion_tokens;
+  const engine::Usage& u = job.choices[0].usage;
+  const size_t cached = job.choices.size() > 1 ? job.prefill_cached : u.cached_tokens;
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", u.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}},
+          {"llamay_cached_prompt_tokens", cached}};
+}
+
+// Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied.
+Status Launch(Server& server, std::shared_ptr<Job> job) {
+  engine::Engine& engine = server.engine();
+  auto make_sink = [job, &server](int ci) {
+    std::shared_ptr<Channel> ch = job->channel;
+    const std::string session = job->p.session;
+    return [ch, ci, session, &server](engine::Event& e) {
+      // A session's context goes back to the server here, on the engine's thread, so it is never lost
+      // with a client that went away.
+      if (e.finished && !session.empty()) server.ReturnContext(session, std::move(e.context), std::move(e.tail));
+      ch->Push(ci, std::move(e));
+      return true;
+    };
+  };
+  auto base = [&](int i) {
+    engine::Request r;
+    r.sampling = job->p.sampling;
+    if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
+    r.max_tokens = job->p.max_tokens;
+    r.top_logprobs = job->p.top_logprobs;
+    r.pin_prefix = job->p.retain_prefix;
+    return r;
+  };
+  job->choices.resize(static_cast<size_t>(job->p.n));
+  for (auto& c : job->choices) c.detok = std::make_unique<tokenizer::StreamingDetokenizer>(engine.tokenizer());
+  if (!job->p.session.empty()) {
+    LLAMAY_ASSIGN_OR_RETURN(HeldContext held, server.TakeContext(job->p.session));
+    engine::Request r = base(0);
+    r.context = std::move(held.context);
+    r.prompt = std::move(held.tail);
+    r.prompt.insert(r.prompt.end(), job->p.prompt.begin(), job->p.prompt.end());
+    if (r.prompt.empty()) {
+      server.ReturnContext(job->p.session, std::move(r.context), {});
+      return InvalidArgumentError("nothing to continue the session from: send a prompt");
+    }
+    job->choices[0].id = engine.Submit(std::move(r), make_sink(0));
+    return Status::Ok();
+  }
+  const auto& prompt = job->p.prompt;
+  if (job->p.n == 1 || prompt.size() < 2) {
+    for (int i = 0; i < job->p.n; ++i) {
+      engine::Request r = base(i);
+      r.prompt = prompt;
+      job->choices[static_cast<size_t>(i)].id = engine.Submit(std::move(r), make_sink(i));
+    }
+    return Status::Ok();
+  }
+  engine::Request pre;
+  pre.prompt.assign(prompt.begin(), prompt.end() - 1);
+  pre.max_tokens = 0;
+  pre.sampling.temperature = 0;
+  pre.pin_prefix = job->p.retain_prefix;
+  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine.Generate(std::move(pre), /*keep_context=*/true));
+  job->prefill_cached = c.usage.cached_tokens;
+  std::vector<kv::Context> branches = c.context.Fork(static_cast<size_t>(job->p.n));
+  for (int i = 0; i < job->p.n; ++i) {
+    engine::Request r = base(i);
+    r.context = std::move(branches[static_cast<size_t>(i)]);
+    r.prompt = {prompt.back()};
+    job->choices[static_cast<size_t>(i)].id = engine.Submit(std::move(r), make_sink(i));
+  }
+  return Status::Ok();
+}
+
+json ChoiceJson(const Job& job, size_t i) {
+  const Choice& c = job.choices[i];
+  json lp = job.p.top_logprobs >= 0 ? json{{"content", c.logprobs}} : json(nullptr);
+  if (job.p.chat)
+    return {{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
+            {"finish_reason", c.finish}};
+  return {{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish}};
+}
+
+json ChunkJson(const Job& job, size_t i, const std::string& delta, const json& finish, bool first) {
+  json d = json::object();
+  if (job.p.chat) {
+    if (first) d["role"] = "assistant";
+    if (!delta.empty() || !finish.is_null()) d["content"] = delta;
+    return {{"id", job.id}, {"object", "chat.completion.chunk"}, {"created", job.created}, {"model", job.model},
+            {"choices", json::array({{{"index", i}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+  }
+  return {{"id", job.id}, {"object", "text_completion"}, {"created", job.created}, {"model", job.model},
+          {"choices", json::array({{{"index", i}, {"text", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+}
+
+bool AllDone(const Job& job) {
+  for (const auto& c : job.choices)
+    if (!c.done) return false;
+  return true;
+}
+
+void CancelAll(Server& server, const Job& job) {
+  for (const auto& c : job.choices)
+    if (!c.done) server.engine().Cancel(c.id);
+}
+
+void Account(Server& server, const Job& job) {
+  const json u = UsageJson(job);
+  server.metrics().prompt_tokens += u["prompt_tokens"].get<uint64_t>();
+  server.metrics().cached_tokens += u["llamay_cached_prompt_tokens"].get<uint64_t>();
+  server.metrics().completion_tokens += u["completion_tokens"].get<uint64_t>();
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> ChatPromptTokens(engine::Engine& engine, const json& messages, bool session) {
+  for (const auto& m : messages)
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return InvalidArgumentError("each message needs a string 'role'");
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  const std::string source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
+  const std::string bos = tok.bos() >= 0 ? tok.TokenText(tok.bos()) : "";
+  const std::string eos = tok.eos() >= 0 ? tok.TokenText(tok.eos()) : "";
+  auto text = chat::ApplyChatTemplate(source, messages, /*add_generation_prompt=*/true, bos, eos);
+  if (!text.ok()) return text.status().WithContext("chat template");
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true));
+  // A template that writes the BOS text itself, tokenized with add_special, would start with two.
+  if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
+  if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
+  return ids;
+}
+
+void HandleCompletion(Server& server, const std::string& raw, httplib::Response& res, bool chat) {
+  json body;
+  if (!ParseBody(raw, res, &body)) return;
+  auto job = std::make_shared<Job>();
+  if (Status s = ParseParams(server, body, chat, &job->p); !s.ok()) return SendStatus(res, s);
+  for (const auto& s : job->p.stop) job->max_stop = std::max(job->max_stop, s.size());
+  static std::atomic<uint64_t> next{1};
+  job->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next++);
+  job->model = server.options().model_name;
+  job->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (Status s = Launch(server, job); !s.ok()) return SendStatus(res, s);
+
+  if (!job->p.stream) {
+    while (!AllDone(*job)) {
+      std::pair<int, engine::Event> ev;
+      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
+    }
+    if (!job->error.ok()) return SendStatus(res, job->error);
+    Account(server, *job);
+    json choices = json::array();
+    for (size_t i = 0; i < job->choices.size(); ++i) choices.push_back(ChoiceJson(*job, i));
+    return SendJson(res, {{"id", job->id},
+                          {"object", chat ? "chat.completion" : "text_completion"},
+                          {"created", job->created},
+                          {"model", job->model},
+                          {"choices", choices},
+                          {"usage", UsageJson(*job)}});
+  }
+
+  // Streaming: server-sent events from the connection's thread until every choice is done.
+  auto first = std::make_shared<std::vector<bool>>(job->choices.size(), true);
+  auto finished_sent = std::make_shared<std::vector<bool>>(job->choices.size(), false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [&server, job, first, finished_sent](size_t, httplib::DataSink& sink) {
+    auto send = [&](const json& j) {
+      const std::string line = "data: " + j.dump() + "\n\n";
+      return sink.write(line.data(), line.size());
+    };
+    std::pair<int, engine::Event> ev;
+    if (!job->channel->Pop(&ev, std::chrono::milliseconds(200))) {
+      if (!sink.is_writable()) {  // the client went away: free its work now
+        CancelAll(server, *job);
+        return false;
+      }
+      return true;
+    }
+    const size_t ci = static_cast<size_t>(ev.first);
+    const bool had_error = ev.second.finished && ev.second.reason == engine::FinishReason::kError;
+    const std::string delta = Apply(server, *job, ev.first, ev.second);
+    if (had_error) {
+      json err = {{"error", {{"message", job->error.message()}, {"type", "server_error"}}}};
+      send(err);
+    }
+    if (!delta.empty() || (*first)[ci]) {
+      if (!send(ChunkJson(*job, ci, delta, nullptr, (*first)[ci]))) {
+        CancelAll(server, *job);
+        return false;
+      }
+      (*first)[ci] = false;
+    }
+    Choice& c = job->choices[ci];
+    if (c.done && !(*finished_sent)[ci]) {
+      (*finished_sent)[ci] = true;
+      std::string rest = c.text.substr(std::min(c.sent, c.text.size()));
+      c.sent = c.text.size();
+      if (!send(ChunkJson(*job, ci, rest, c.finish, false))) {
+        CancelAll(server, *job);
+        return false;
+      }
+    }
+    if (AllDone(*job) && std::all_of(finished_sent->begin(), finished_sent->end(), [](bool b) { return b; })) {
+      Account(server, *job);
+      if (job->p.include_usage) {
+        json u = ChunkJson(*job, 0, "", nullptr, false);
+        u["choices"] = json::array();
+        u["usage"] = UsageJson(*job);
+        send(u);
+      }
+      const std::string done = "data: [DONE]\n\n";
+      sink.write(done.data(), done.size());
+      sink.done();
+    }
+    return true;
+  });
+}
+
+}  // namespace llamay::server

@@ -1,0 +1,177 @@
+#include "server/contexts.h"
+
+#include "kv/snapshot.h"
+#include "server/completions.h"
+#include "server/http_util.h"
+
+namespace llamay::server {
+namespace {
+
+json Describe(const std::string& id, const kv::Context& c) {
+  return {{"id", id}, {"tokens", c.size()}, {"pages", c.n_pages()}};
+}
+
+int SnapshotHttpStatus(kv::SnapshotError e) {
+  switch (e) {
+    case kv::SnapshotError::kWrongModel:
+    case kv::SnapshotError::kGeometry: return 409;
+    default: return 400;
+  }
+}
+
+void Create(Server& server, const std::string& raw, httplib::Response& res) {
+  json body = json::object();
+  if (!raw.empty() && !ParseBody(raw, res, &body)) return;
+  engine::Engine& engine = server.engine();
+  std::vector<int32_t> tokens;
+  if (body.contains("messages")) {
+    if (!body["messages"].is_array()) return SendError(res, 400, "'messages' must be an array");
+    auto t = ChatPromptTokens(engine, body["messages"], false);
+    if (!t.ok()) return SendStatus(res, t.status());
+    tokens = std::move(*t);
+  } else if (body.contains("prompt")) {
+    if (!body["prompt"].is_string()) return SendError(res, 400, "'prompt' must be a string");
+    auto t = engine.tokenizer().Encode(body["prompt"].get<std::string>(), true, false);
+    if (!t.ok()) return SendStatus(res, t.status());
+    tokens = std::move(*t);
+  }
+  kv::Context ctx;
+  std::vector<int32_t> tail;
+  if (tokens.empty()) {
+    ctx = engine.cache().NewContext();
+  } else {
+    // Prefill all but the last token; the last one waits as the context's tail, so the first request on
+    // it computes its logits (nothing is lost, nothing is computed twice).
+    engine::Request r;
+    r.prompt.assign(tokens.begin(), tokens.end() - 1);
+    tail = {tokens.back()};
+    r.max_tokens = 0;
+    r.sampling.temperature = 0;
+    r.pin_prefix = body.value("llamay_retain_prefix", false);
+    if (r.prompt.empty()) {
+      ctx = engine.cache().NewContext();
+    } else {
+      auto c = engine.Generate(std::move(r), /*keep_context=*/true);
+      if (!c.ok()) return SendStatus(res, c.status());
+      ctx = std::move(c->context);
+    }
+  }
+  const std::string id = server.NewContextId();
+  json out = Describe(id, ctx);
+  out["tokens"] = ctx.size() + tail.size();
+  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false});
+  SendJson(res, out);
+}
+
+void List(Server& server, httplib::Response& res) {
+  json list = json::array();
+  std::lock_guard l(server.contexts_mu());
+  for (auto& [id, h] : server.contexts()) {
+    json d = h.busy ? json{{"id", id}, {"busy", true}} : Describe(id, h.context);
+    if (!h.busy) d["tokens"] = h.context.size() + h.tail.size();
+    list.push_back(d);
+  }
+  SendJson(res, {{"object", "list"}, {"data", list}});
+}
+
+void Fork(Server& server, const httplib::Request& req, httplib::Response& res, const std::string& id) {
+  long n = 1;
+  if (req.has_param("n")) {
+    const std::string v = req.get_param_value("n");
+    char* end = nullptr;
+    n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 256) return SendError(res, 400, "n must be an integer in [1, 256]", "", "n");
+  }
+  std::vector<std::pair<std::string, HeldContext>> made;
+  {
+    std::lock_guard l(server.contexts_mu());
+    auto it = server.contexts().find(id);
+    if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
+    if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
+    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false}});
+  }
+  json branches = json::array();
+  for (auto& [bid, h] : made) {
+    bid = server.NewContextId();
+    json d = Describe(bid, h.context);
+    d["tokens"] = h.context.size() + h.tail.size();
+    branches.push_back(d);
+    server.PutContext(bid, std::move(h));
+  }
+  SendJson(res, {{"parent", id}, {"branches", branches}});
+}
+
+void Snapshot(Server& server, httplib::Response& res, const std::string& id) {
+  auto held = server.TakeContext(id);
+  if (!held.ok()) return SendStatus(res, held.status());
+  kv::Context ctx = std::move(held->context);
+  if (!held->tail.empty()) {
+    // A snapshot holds computed positions: run the pending tail token through the model first. The
+    // continuation is unchanged (the next request simply starts after it).
+    engine::Request r;
+    r.context = std::move(ctx);
+    r.prompt = held->tail;
+    r.max_tokens = 0;
+    r.sampling.temperature = 0;
+    auto c = server.engine().Generate(std::move(r), /*keep_context=*/true);
+    if (!c.ok()) {
+      server.ReleaseBusy(id);
+      return SendStatus(res, c.status());
+    }
+    ctx = std::move(c->context);
+  }
+  auto bytes = kv::SnapshotToBytes(ctx, server.engine().model().weight_digest());
+  server.ReturnContext(id, std::move(ctx), {});
+  if (!bytes.ok()) return SendStatus(res, bytes.status());
+  res.set_header("Content-Disposition", "attachment; filename=\"" + id + ".llamayctx\"");
+  res.set_content(reinterpret_cast<const char*>(bytes->data()), bytes->size(), "application/octet-stream");
+}
+
+void Restore(Server& server, const std::string& body, httplib::Response& res) {
+  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  auto ctx = kv::RestoreSnapshot(server.engine().cache(), bytes, server.engine().model().weight_digest());
+  if (!ctx.ok()) {
+    const kv::SnapshotError e = kv::SnapshotErrorOf(ctx.status());
+    if (e == kv::SnapshotError::kNone) return SendStatus(res, ctx.status());
+    return SendError(res, SnapshotHttpStatus(e), ctx.status().message(), std::string("snapshot_") + std::string(kv::SnapshotErrorName(e)));
+  }
+  const std::string id = server.NewContextId();
+  json out = Describe(id, *ctx);
+  server.PutContext(id, HeldContext{std::move(*ctx), {}, false});
+  SendJson(res, out);
+}
+
+void Delete(Server& server, httplib::Response& res, const std::string& id) {
+  std::lock_guard l(server.contexts_mu());
+  auto it = server.contexts().find(id);
+  if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
+  if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
+  server.contexts().erase(it);
+  SendJson(res, {{"id", id}, {"object", "context"}, {"deleted", true}});
+}
+
+}  // namespace
+
+void RegisterContextRoutes(Server& server, httplib::Server& http) {
+  Server* s = &server;
+  const size_t limit = server.options().max_body_bytes;
+  PostWithBody(http, "/v1/contexts", limit, [s](const httplib::Request&, httplib::Response& res, const std::string& body) {
+    Create(*s, body, res);
+  });
+  http.Get("/v1/contexts", [s](const httplib::Request&, httplib::Response& res) { List(*s, res); });
+  PostWithBody(http, "/v1/contexts/restore", limit,
+               [s](const httplib::Request&, httplib::Response& res, const std::string& body) { Restore(*s, body, res); });
+  // Fork takes no body (curl -X POST sends none, not even a Content-Length).
+  http.Post(R"(/v1/contexts/([^/]+)/fork)",
+            [s](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader&) {
+              Fork(*s, req, res, req.matches[1]);
+            });
+  http.Get(R"(/v1/contexts/([^/]+)/snapshot)", [s](const httplib::Request& req, httplib::Response& res) {
+    Snapshot(*s, res, req.matches[1]);
+  });
+  http.Delete(R"(/v1/contexts/([^/]+))", [s](const httplib::Request& req, httplib::Response& res) {
+    Delete(*s, res, req.matches[1]);
+  });
+}
+
+}  // namespace llamay::server

@@ -1,0 +1,93 @@
+#include "server/http_util.h"
+
+#include <cstdlib>
+
+namespace llamay::server {
+
+int HttpStatusFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kDataLoss: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 503;
+    default: return 500;
+  }
+}
+
+void SendError(httplib::Response& res, int http_status, const std::string& message, const std::string& code,
+               const std::string& param) {
+  const char* type = http_status == 401   ? "authentication_error"
+                     : http_status == 404 ? "not_found_error"
+                     : http_status >= 500 ? "server_error"
+                                          : "invalid_request_error";
+  json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!code.empty()) err["code"] = code;
+  if (!param.empty()) err["param"] = param;
+  res.status = http_status;
+  res.set_content(json{{"error", err}}.dump(), "application/json");
+}
+
+void SendStatus(httplib::Response& res, const Status& s) { SendError(res, HttpStatusFor(s), s.message()); }
+
+void SendJson(httplib::Response& res, const json& body, int http_status) {
+  res.status = http_status;
+  res.set_content(body.dump(), "application/json");
+}
+
+bool ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+              size_t limit, std::string* out) {
+  const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+  if (!req.has_header("Content-Length") && !chunked) return true;  // no body
+  // An oversized body is read and dropped (up to 64 MiB past the limit) so the client, still sending,
+  // gets the 413 instead of a reset connection; beyond that the connection is closed unread.
+  constexpr size_t kDrain = size_t{64} << 20;
+  const uint64_t declared =
+      req.has_header("Content-Length") ? std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) : 0;
+  bool too_big = declared > limit;
+  size_t seen = 0;
+  if (!too_big || declared <= limit + kDrain) {
+    reader([&](const char* data, size_t n) {
+      seen += n;
+      if (seen > limit) {
+        too_big = true;
+        out->clear();
+        return seen <= limit + kDrain;
+      }
+      if (!too_big) out->append(data, n);
+      return true;
+    });
+  }
+  if (too_big) {
+    SendError(res, 413, "the request body exceeds the limit of " + std::to_string(limit) + " bytes");
+    return false;
+  }
+  return true;
+}
+
+void PostWithBody(httplib::Server& http, const std::string& pattern, size_t limit, BodyHandler handler) {
+  http.Post(pattern, [limit, handler](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(req, res, reader, limit, &body)) return;
+    handler(req, res, body);
+  });
+}
+
+bool ParseBody(const std::string& body, httplib::Response& res, json* out) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    SendError(res, 400, "the request body is not valid JSON");
+    return false;
+  }
+  if (!j.is_object()) {
+    SendError(res, 400, "the request body must be a JSON object");
+    return false;
+  }
+  *out = std::move(j);
+  return true;
+}
+
+}  // namespace llamay::server

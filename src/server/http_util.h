@@ -1,0 +1,41 @@
+// Small helpers shared by the route files: OpenAI error objects, JSON bodies, status mapping.
+#ifndef LLAMAY_SERVER_HTTP_UTIL_H_
+#define LLAMAY_SERVER_HTTP_UTIL_H_
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+
+namespace llamay::server {
+
+using json = nlohmann::json;
+
+// The HTTP status a Status maps to: bad input 400, unknown things 404, busy or wrong-model 409,
+// unsupported 501 -> 400 (it is the request that asks for it), memory 503, anything else 500.
+int HttpStatusFor(const Status& s);
+
+// Writes an OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+void SendError(httplib::Response& res, int http_status, const std::string& message,
+               const std::string& code = "", const std::string& param = "");
+void SendStatus(httplib::Response& res, const Status& s);
+void SendJson(httplib::Response& res, const json& body, int http_status = 200);
+
+// Reads a POST body through httplib's content reader, whatever its Content-Type (curl -d sends
+// application/x-www-form-urlencoded, which httplib would otherwise parse and cap at 8 KiB). An absent body
+// is empty. Over `limit` bytes: sends 413 and returns false.
+bool ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+              size_t limit, std::string* out);
+
+// Registers a POST route whose handler gets the raw body (see ReadBody).
+using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
+void PostWithBody(httplib::Server& http, const std::string& pattern, size_t limit, BodyHandler handler);
+
+// Parses a JSON object body; on failure sends a 400 and returns false.
+bool ParseBody(const std::string& body, httplib::Response& res, json* out);
+
+}  // namespace llamay::server
+
+#endif  // LLAMAY_SERVER_HTTP_UTIL_H_

@@ -1,0 +1,193 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "kv/snapshot.h"
+#include "server/completions.h"
+#include "server/contexts.h"
+#include "server/http_util.h"
+
+namespace llamay::server {
+
+Server::Server(engine::Engine* engine, ServerOptions options)
+    : engine_(engine), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  if (options_.model_name.empty())
+    options_.model_name = engine_->model().file().GetStringOr("general.name", "llamay");
+}
+
+Server::~Server() { Stop(); }
+
+std::string Server::NewContextId() {
+  std::lock_guard l(ctx_mu_);
+  return "ctx_" + std::to_string(next_ctx_++);
+}
+
+void Server::PutContext(const std::string& id, HeldContext held) {
+  std::lock_guard l(ctx_mu_);
+  contexts_[id] = std::move(held);
+}
+
+Result<HeldContext> Server::TakeContext(const std::string& id) {
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
+  if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
+  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false};
+  it->second.busy = true;
+  return out;
+}
+
+void Server::ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail) {
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return;  // deleted meanwhile: the context closes here
+  if (!context.valid()) {             // the request failed before it took the context: nothing changed
+    it->second.busy = false;
+    return;
+  }
+  it->second = HeldContext{std::move(context), std::move(tail), false};
+}
+
+void Server::ReleaseBusy(const std::string& id) {
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it != contexts_.end()) it->second.busy = false;
+}
+
+bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
+  if (options_.api_key.empty()) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+  SendError(res, 401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key");
+  return false;
+}
+
+void Server::Routes() {
+  httplib::Server& h = *http_;
+  h.set_payload_max_length(options_.max_body_bytes);
+  h.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ++metrics_.requests;
+    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+  });
+  h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already wrote an error object
+    ++metrics_.errors;
+    if (res.status == 404) return SendError(res, 404, "no route " + req.method + " " + req.path);
+    if (res.status == 413) return SendError(res, 413, "the request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
+    SendError(res, res.status, "request failed");
+  });
+  h.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ++metrics_.errors;
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SendError(res, 500, what);
+  });
+  h.Get("/health", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
+  h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, {{"object", "list"},
+                   {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"created", 0},
+                                          {"owned_by", "llamay"}}})}});
+  });
+  PostWithBody(h, "/v1/completions", options_.max_body_bytes,
+               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
+                 HandleCompletion(*this, body, res, /*chat=*/false);
+               });
+  PostWithBody(h, "/v1/chat/completions", options_.max_body_bytes,
+               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
+                 HandleCompletion(*this, body, res, /*chat=*/true);
+               });
+  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const kv::CacheStats s = engine_->cache().Stats();
+    size_t held;
+    {
+      std::lock_guard l(ctx_mu_);
+      held = contexts_.size();
+    }
+    std::string out;
+    auto metric = [&](const char* name, const char* type, double v, const char* help) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    metric("llamay_requests_total", "counter", metrics_.requests.load(), "HTTP requests received");
+    metric("llamay_request_errors_total", "counter", metrics_.errors.load(), "HTTP requests answered with an error");
+    metric("llamay_prompt_tokens_total", "counter", metrics_.prompt_tokens.load(), "Prompt tokens of completions");
+    metric("llamay_cached_prompt_tokens_total", "counter", metrics_.cached_tokens.load(), "Prompt tokens served from cache");
+    metric("llamay_completion_tokens_total", "counter", metrics_.completion_tokens.load(), "Generated tokens");
+    metric("llamay_kv_pages_live", "gauge", s.pages_live, "KV pages in use");
+    metric("llamay_kv_pages_shared", "gauge", s.pages_shared, "KV pages shared by more than one context");
+    metric("llamay_kv_bytes_live", "gauge", s.bytes_live, "Bytes of live KV pages");
+    metric("llamay_kv_bytes_budget", "gauge", s.max_bytes, "KV memory budget in bytes");
+    metric("llamay_prefix_tree_entries", "gauge", s.tree_entries, "Prefix tree entries");
+    metric("llamay_prefix_tree_evictions_total", "counter", s.tree_evictions, "Prefix tree evictions");
+    metric("llamay_contexts_held", "gauge", held, "Contexts held by /v1/contexts");
+    metric("llamay_queue_depth", "gauge", engine_->queue_depth(), "Requests waiting for the scheduler");
+    metric("llamay_requests_active", "gauge", engine_->active(), "Requests the scheduler is running");
+    res.set_content(out, "text/plain; version=0.0.4");
+  });
+  RegisterContextRoutes(*this, h);
+}
+
+Status Server::Start() {
+  Routes();
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+    if (port_ <= 0) return IoError("cannot bind " + options_.host);
+  } else {
+    if (!http_->bind_to_port(options_.host, options_.port))
+      return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use?)");
+    port_ = options_.port;
+  }
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Server::SaveContexts(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("create " + dir + ": " + ec.message());
+  std::lock_guard l(ctx_mu_);
+  for (auto& [id, h] : contexts_) {
+    if (h.busy) continue;
+    LLAMAY_RETURN_IF_ERROR(kv::SaveSnapshot(h.context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx"));
+  }
+  return Status::Ok();
+}
+
+Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* warnings) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return Status::Ok();
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string suffix = ".llamayctx";
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    const std::string id = name.substr(0, name.size() - suffix.size());
+    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), engine_->model().weight_digest());
+    if (!ctx.ok()) {
+      warnings->push_back(ctx.status().message());
+      continue;
+    }
+    std::lock_guard l(ctx_mu_);
+    contexts_[id] = HeldContext{std::move(*ctx), {}, false};
+    if (id.rfind("ctx_", 0) == 0) {
+      const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
+      next_ctx_ = std::max(next_ctx_, n + 1);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace llamay::server

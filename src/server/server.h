@@ -1,0 +1,101 @@
+// The HTTP server: OpenAI-compatible routes and llamay's /v1/contexts routes over one Engine.
+//
+// Routes: GET /health, GET /metrics (Prometheus text), GET /v1/models, POST /v1/completions,
+// POST /v1/chat/completions (both with stream: true as server-sent events ending in "data: [DONE]"),
+// POST /v1/contexts, GET /v1/contexts, POST /v1/contexts/{id}/fork?n=, GET /v1/contexts/{id}/snapshot,
+// POST /v1/contexts/restore, DELETE /v1/contexts/{id}. Request extensions `llamay_session` and
+// `llamay_retain_prefix`; usage reports `llamay_cached_prompt_tokens` and
+// `prompt_tokens_details.cached_tokens`. Errors are OpenAI error objects with the matching HTTP status;
+// bad input never yields a 500.
+//
+// Thread-safety: handlers run on the HTTP library's thread pool; held contexts are guarded by a mutex and
+// a context lent to a running request is absent from the map until it comes back.
+#ifndef LLAMAY_SERVER_SERVER_H_
+#define LLAMAY_SERVER_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace llamay::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 11435;             // 0: any free port (tests)
+  std::string api_key;          // non-empty: require "Authorization: Bearer <key>"
+  size_t max_body_bytes = 256u << 20;
+  int http_threads = 16;        // each streaming response holds one
+  std::string model_name;       // reported by /v1/models and in responses
+  int default_max_tokens = 256; // chat completions without max_tokens
+};
+
+// A held context (a session) and the sampled token it does not hold yet.
+struct HeldContext {
+  kv::Context context;
+  std::vector<int32_t> tail;
+  bool busy = false;  // lent to a running request
+};
+
+class Server {
+ public:
+  Server(engine::Engine* engine, ServerOptions options);
+  ~Server();
+
+  // Binds and serves on a background thread.
+  Status Start();
+  void Stop();
+  int port() const { return port_; }
+
+  // Held contexts, for the state directory (snapshot on shutdown, restore on start).
+  Status SaveContexts(const std::string& dir);
+  Status LoadContexts(const std::string& dir, std::vector<std::string>* warnings);
+
+  // Called by the route handlers (public for the handler files; not an API for others).
+  engine::Engine& engine() { return *engine_; }
+  const ServerOptions& options() const { return options_; }
+  std::string NewContextId();
+  void PutContext(const std::string& id, HeldContext held);
+  // Lends a held context to a request: NotFound, or FailedPrecondition when it is busy.
+  Result<HeldContext> TakeContext(const std::string& id);
+  void ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail);
+  void ReleaseBusy(const std::string& id);
+  std::mutex& contexts_mu() { return ctx_mu_; }
+  std::map<std::string, HeldContext>& contexts() { return contexts_; }
+
+  struct Metrics {
+    std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, completion_tokens{0};
+  };
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  void Routes();
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
+
+  engine::Engine* engine_;
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex ctx_mu_;
+  std::map<std::string, HeldContext> contexts_;  // GUARDED_BY(ctx_mu_)
+  uint64_t next_ctx_ = 1;                         // GUARDED_BY(ctx_mu_)
+  Metrics metrics_;
+};
+
+}  // namespace llamay::server
+
+#endif  // LLAMAY_SERVER_SERVER_H_

@@ -1,0 +1,204 @@
+// The HTTP server end to end on loopback, over the demo model.
+#include "server/server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/demo_model.h"
+
+namespace llamay::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {
+  auto m = model::Model::FromFile(std::move(*gguf::File::FromBuffer(model::BuildDemoModel())));
+  EXPECT_TRUE(m.ok());
+  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  EXPECT_TRUE(tok.ok());
+  auto e = engine::Engine::Create(std::move(*m), std::move(*tok), o);
+  EXPECT_TRUE(e.ok());
+  return std::move(*e);
+}
+
+class ServerTest : public testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+  void Start(ServerOptions o = {}) {
+    engine_ = DemoEngine();
+    o.port = 0;
+    o.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<Server>(engine_.get(), o);
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(60, 0);
+  }
+  void TearDown() override {
+    server_.reset();
+    engine_.reset();
+  }
+  json Post(const std::string& path, const json& body, int want = 200) {
+    auto r = client_->Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r) << path;
+    if (!r) return {};
+    EXPECT_EQ(r->status, want) << path << ": " << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+  std::string Completion(const json& body) { return Post("/v1/completions", body)["choices"][0]["text"]; }
+
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ServerTest, HealthModelsAndMetrics) {
+  auto h = client_->Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = client_->Get("/v1/models");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(m->body)["data"][0]["id"], model::kDemoModelName);
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("llamay_kv_pages_live"), std::string::npos);
+}
+
+TEST_F(ServerTest, CompletionsAreGreedyExactAndReportCachedTokens) {
+  json req = {{"prompt", "The quick brown fox"}, {"max_tokens", 12}, {"temperature", 0}};
+  json a = Post("/v1/completions", req);
+  EXPECT_EQ(a["object"], "text_completion");
+  EXPECT_EQ(a["choices"][0]["text"].get<std::string>().size() > 0, true);
+  EXPECT_EQ(a["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(a["usage"]["llamay_cached_prompt_tokens"], 0);
+  json b = Post("/v1/completions", req);
+  EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["text"]);
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], a["usage"]["prompt_tokens"].get<int>() - 1);
+}
+
+TEST_F(ServerTest, StreamingDeliversTheSameTextAndEndsWithDone) {
+  json req = {{"messages", {{{"role", "user"}, {"content", "hello"}}}}, {"max_tokens", 10}, {"temperature", 0}};
+  json whole = Post("/v1/chat/completions", req);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  auto r = client_->Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  std::string text;
+  bool usage = false;
+  size_t pos = 0;
+  std::string last;
+  while ((pos = r->body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = r->body.find("\n\n", pos);
+    last = r->body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (last == "[DONE]") break;
+    json chunk = json::parse(last);
+    if (chunk.contains("usage")) usage = true;
+    for (const auto& c : chunk["choices"])
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(last, "[DONE]");
+  EXPECT_TRUE(usage);
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+}
+
+TEST_F(ServerTest, NChoicesShareOnePrefill) {
+  json r = Post("/v1/completions", {{"prompt", "abcdefgh"}, {"max_tokens", 6}, {"temperature", 0}, {"n", 3}});
+  ASSERT_EQ(r["choices"].size(), 3u);
+  EXPECT_EQ(r["choices"][0]["text"], r["choices"][1]["text"]);  // greedy: identical branches
+  EXPECT_EQ(r["choices"][1]["text"], r["choices"][2]["text"]);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 18);
+}
+
+TEST_F(ServerTest, ContextsForkAndContinueExactly) {
+  json ctx = Post("/v1/contexts", {{"prompt", "a long shared system prompt"}});
+  const std::string id = ctx["id"];
+  EXPECT_EQ(id, "ctx_1");
+  EXPECT_GT(ctx["tokens"].get<int>(), 10);
+  json fork = Post("/v1/contexts/" + id + "/fork?n=4", json::object());
+  ASSERT_EQ(fork["branches"].size(), 4u);
+  const std::vector<int32_t> more = {70, 71, 72};  // continuation tokens (prompts may be token arrays)
+  std::vector<std::string> texts;
+  for (const auto& b : fork["branches"]) {
+    EXPECT_EQ(b["tokens"], ctx["tokens"]);
+    texts.push_back(Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"llamay_session", b["id"]}}));
+  }
+  const std::string parent = Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"llamay_session", id}});
+  for (const auto& t : texts) EXPECT_EQ(t, parent);
+  // Without a session, the same tokens from scratch give the same continuation.
+  auto full = *engine_->tokenizer().Encode("a long shared system prompt", true, false);
+  full.insert(full.end(), more.begin(), more.end());
+  EXPECT_EQ(Completion({{"prompt", full}, {"max_tokens", 8}, {"temperature", 0}}), parent);
+  auto list = client_->Get("/v1/contexts");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["data"].size(), 5u);
+  auto del = client_->Delete(("/v1/contexts/" + id).c_str());
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+}
+
+TEST_F(ServerTest, SnapshotRestoresOnAFreshServerAndContinuesExactly) {
+  json ctx = Post("/v1/contexts", {{"prompt", "remember this context"}});
+  const std::string id = ctx["id"];
+  auto snap = client_->Get(("/v1/contexts/" + id + "/snapshot").c_str());
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->status, 200);
+  const std::vector<int32_t> next = {80, 81};
+  const std::string want = Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"llamay_session", id}});
+  // A fresh server, with 128-token pages.
+  server_.reset();
+  engine_.reset();
+  engine::EngineOptions eo;
+  eo.page_tokens = 128;
+  engine_ = DemoEngine(eo);
+  ServerOptions so;
+  so.port = 0;
+  server_ = std::make_unique<Server>(engine_.get(), so);
+  ASSERT_TRUE(server_->Start().ok());
+  client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  auto r = client_->Post("/v1/contexts/restore", snap->body, "application/octet-stream");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string rid = json::parse(r->body)["id"];
+  EXPECT_EQ(Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"llamay_session", rid}}), want);
+  // Damaged and foreign snapshots are refused distinctly.
+  std::string bad = snap->body;
+  bad[bad.size() / 2] ^= 1;
+  auto damaged = client_->Post("/v1/contexts/restore", bad, "application/octet-stream");
+  ASSERT_TRUE(damaged);
+  EXPECT_EQ(damaged->status, 400);
+  EXPECT_EQ(json::parse(damaged->body)["error"]["code"], "snapshot_checksum_mismatch");
+  auto cut = client_->Post("/v1/contexts/restore", snap->body.substr(0, 100), "application/octet-stream");
+  EXPECT_EQ(json::parse(cut->body)["error"]["code"], "snapshot_truncated");
+}
+
+TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
+  auto r = client_->Post("/v1/completions", "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+  Post("/v1/completions", {{"prompt", 5}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"temperature", -2}}, 400);
+  Post("/v1/chat/completions", {{"messages", json::array()}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"llamay_session", "ctx_404"}}, 404);
+  Post("/v1/contexts/ctx_9/fork?n=2", json::object(), 404);
+  json c = Post("/v1/contexts", {{"prompt", "x"}});
+  Post("/v1/contexts/" + c["id"].get<std::string>() + "/fork?n=0", json::object(), 400);
+  Post("/v1/contexts/" + c["id"].get<std::string>() + "/fork?n=100000", json::object(), 400);
+  auto nf = client_->Get("/v1/nothing");
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, 404);
+  auto big = client_->Post("/v1/completions", std::string(2 << 20, 'x'), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  // Still serving.
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(client_->Get("/health")->status, 200);
+}
+
+}  // namespace
+}  // namespace llamay::server

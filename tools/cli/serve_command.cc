@@ -1,0 +1,110 @@
+#include "serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "ctx_commands.h"
+#include "format.h"
+#include "model/demo_model.h"
+#include "server/server.h"
+
+namespace llamay::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 11435;
+  std::string api_key;
+  size_t kv_memory_mib = 1024;
+  uint32_t page_tokens = 64;
+  std::string kv_precision = "f16";
+  std::string state_dir;
+  int threads = 0;
+  size_t max_body_mib = 256;
+};
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
+  return code;
+}
+
+int RunServe(const ServeOptions& o) {
+  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts so every thread
+  // inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<std::unique_ptr<model::Model>> m = InternalError("unset");
+  if (o.model.empty()) {
+    std::fprintf(stderr, "llamay: no -m given: serving the built-in demo model (its text is meaningless; "
+                         "pass -m MODEL.gguf for a real one)\n");
+    auto f = gguf::File::FromBuffer(model::BuildDemoModel());
+    if (!f.ok()) return Fail(f.status(), kExitFailure);
+    m = model::Model::FromFile(std::move(*f), o.threads);
+  } else {
+    m = model::Model::Load(o.model, o.threads);
+  }
+  if (!m.ok()) return Fail(m.status(), kExitBadInput);
+  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  if (!tok.ok()) return Fail(tok.status(), kExitBadInput);
+  auto precision = kv::ParseKvPrecision(o.kv_precision);
+  if (!precision.ok()) return Fail(precision.status(), kExitBadInput);
+  engine::EngineOptions eo;
+  eo.page_tokens = o.page_tokens;
+  eo.kv_precision = *precision;
+  eo.kv_memory_bytes = o.kv_memory_mib << 20;
+  auto engine = engine::Engine::Create(std::move(*m), std::move(*tok), eo);
+  if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
+  server::ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.api_key = o.api_key;
+  so.max_body_bytes = o.max_body_mib << 20;
+  server::Server srv(engine->get(), so);
+  if (!o.state_dir.empty()) {
+    std::vector<std::string> warnings;
+    if (Status s = srv.LoadContexts(o.state_dir, &warnings); !s.ok()) return Fail(s, kExitFailure);
+    for (const auto& w : warnings) std::fprintf(stderr, "llamay: skipped a saved context: %s\n", w.c_str());
+  }
+  if (Status s = srv.Start(); !s.ok()) return Fail(s, kExitFailure);
+  std::fprintf(stderr, "llamay: serving %s on http://%s:%d (KV budget %s, %s, %u-token pages)\n",
+               (*engine)->model().file().GetStringOr("general.name", "model").c_str(), o.host.c_str(), srv.port(),
+               FormatBytes(eo.kv_memory_bytes).c_str(), o.kv_precision.c_str(), o.page_tokens);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "llamay: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  srv.Stop();
+  if (!o.state_dir.empty()) {
+    if (Status s = srv.SaveContexts(o.state_dir); !s.ok()) return Fail(s, kExitFailure);
+    std::fprintf(stderr, "llamay: held contexts saved to %s\n", o.state_dir.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* s = app.add_subcommand("serve", "OpenAI-compatible HTTP server with the /v1/contexts routes");
+  s->add_option("-m,--model", o->model, "GGUF model (default: the built-in demo model)");
+  s->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  s->add_option("--port", o->port, "Port")->capture_default_str();
+  s->add_option("--api-key", o->api_key, "Require Authorization: Bearer KEY");
+  s->add_option("--kv-memory", o->kv_memory_mib, "KV cache budget in MiB")->capture_default_str();
+  s->add_option("--page-tokens", o->page_tokens, "KV positions per page")->capture_default_str();
+  s->add_option("--kv-precision", o->kv_precision, "KV precision: f32, f16, q8_0")->capture_default_str();
+  s->add_option("--state-dir", o->state_dir, "Save held contexts here on shutdown and restore them on start");
+  s->add_option("-t,--threads", o->threads, "Compute threads (0: one per core)")->capture_default_str();
+  s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
+  s->callback([o, exit_code] { *exit_code = RunServe(*o); });
+}
+
+}  // namespace llamay::cli
