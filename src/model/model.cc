@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "kernels/attention.h"
-#include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -27,9 +26,6 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, int n_thread
 Result<std::unique_ptr<Model>> Model::FromFile(gguf::File file, int n_threads) {
   LLAMAY_ASSIGN_OR_RETURN(HParams hp, ReadHParams(file));
   LLAMAY_ASSIGN_OR_RETURN(Weights w, BindWeights(file, hp));
-  for (const Tensor* t : {&w.tok_embd, &w.output})
-    if (!kernels::MatMulSupports(t->type) || !kernels::CanDequantize(t->type))
-      return UnimplementedError("model: weight type " + std::string(TensorTypeName(t->type)) + " is not supported");
   auto pool = std::make_unique<kernels::ThreadPool>(n_threads);
   return std::unique_ptr<Model>(new Model(std::move(file), std::move(hp), std::move(w), std::move(pool)));
 }

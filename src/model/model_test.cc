@@ -350,3 +350,20 @@ TEST(WeightTypes, EverySupportedTypeComputesWhatItsDequantisedWeightsCompute) {
 
 }  // namespace
 }  // namespace llamay::model
+
+namespace llamay::model {
+namespace {
+
+TEST(Load, UnsupportedArchitecturesAndMissingFilesAreClearErrors) {
+  if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+  auto mamba = Model::Load(kRef + "models/tiny-mamba2-f32.gguf");
+  ASSERT_FALSE(mamba.ok());
+  EXPECT_EQ(mamba.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(mamba.status().message().find("'mamba2'"), std::string::npos) << mamba.status().message();
+  EXPECT_EQ(Model::Load(kRef + "models/none.gguf").status().code(), StatusCode::kNotFound);
+  auto vocab_only = Model::Load(kRef + "vocab/ggml-vocab-gpt-2.gguf");
+  EXPECT_FALSE(vocab_only.ok());
+}
+
+}  // namespace
+}  // namespace llamay::model

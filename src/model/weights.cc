@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include "kernels/dequant.h"
+#include "kernels/vec_dot.h"
+
 #include <string>
 
 namespace llamay::model {
@@ -47,22 +50,8 @@ class Binder {
 }  // namespace
 
 bool IsSupportedMatrixType(TensorType t) {
-  switch (t) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-    case TensorType::kQ8_0:
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  // What the kernels can multiply (and dequantise, for embedding rows).
+  return kernels::MatMulSupports(t) && kernels::CanDequantize(t);
 }
 
 Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {

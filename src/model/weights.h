@@ -42,7 +42,7 @@ struct Weights {
   std::vector<LayerWeights> layers;
 };
 
-// Types a matrix may have; the kernels implement these.
+// Types a matrix may have: those the kernels multiply and dequantise.
 bool IsSupportedMatrixType(TensorType t);
 
 Result<Weights> BindWeights(const gguf::File& file, const HParams& hp);
