@@ -30,7 +30,11 @@ Result<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
   }
 }
 
-Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {
+namespace {
+
+template <typename Json>
+Result<std::string> RenderJson(const internal::Program& program, const Json& context,
+                               const RenderLimits& limits) {
   if (!context.is_object()) {
     return Status(StatusCode::kInvalidArgument, "chat template context must be a JSON object",
                   static_cast<int>(TemplateErrorDetail::kRuntime));
@@ -39,25 +43,48 @@ Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const Re
     auto ctx = internal::FromJson(context);
     if (!ctx.ok()) return WithDetail(ctx.status(), TemplateErrorDetail::kRuntime);
     internal::Renderer renderer(limits);
-    return renderer.Render(*program_, *ctx);
+    return renderer.Render(program, *ctx);
   } catch (const std::exception& e) {  // only allocation failure can get here
     return InternalError(std::string("chat template render: ") + e.what());
   }
 }
 
-Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::json& messages,
-                                      bool add_generation_prompt, std::string_view bos,
-                                      std::string_view eos) {
+template <typename Json>
+Result<std::string> Apply(std::string_view source, const Json& messages, bool add_generation_prompt,
+                          std::string_view bos, std::string_view eos) {
   if (source.empty()) source = DefaultChatTemplate();
   LLAMAY_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));
-  nlohmann::json context = nlohmann::json::object();
+  Json context = Json::object();
   context["messages"] = messages;
+  context["tools"] = nullptr;
+  context["documents"] = nullptr;
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = std::string(bos);
   context["eos_token"] = std::string(eos);
-  context["tools"] = nullptr;
-  context["documents"] = nullptr;
   return tmpl.Render(context);
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {
+  return RenderJson(*program_, context, limits);
+}
+
+Result<std::string> ChatTemplate::Render(const nlohmann::ordered_json& context,
+                                         const RenderLimits& limits) const {
+  return RenderJson(*program_, context, limits);
+}
+
+Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::json& messages,
+                                      bool add_generation_prompt, std::string_view bos,
+                                      std::string_view eos) {
+  return Apply(source, messages, add_generation_prompt, bos, eos);
+}
+
+Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::ordered_json& messages,
+                                      bool add_generation_prompt, std::string_view bos,
+                                      std::string_view eos) {
+  return Apply(source, messages, add_generation_prompt, bos, eos);
 }
 
 }  // namespace llamay::chat

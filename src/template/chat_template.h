@@ -13,7 +13,8 @@
 // Known differences from Python: ints are 64-bit (overflow is an error); dict.items()/keys()/values() and
 // range() print as lists; case mapping covers Latin, Greek, Cyrillic and Armenian one-to-one pairs.
 //
-// Values: the context is JSON; objects iterate in the key order nlohmann::json gives them (sorted by key).
+// Values: the context is JSON; objects iterate in the key order nlohmann gives them: sorted by key for
+// nlohmann::json, insertion order (as in transformers) for nlohmann::ordered_json.
 // Undefined variables, keys and attributes render as empty and are falsy; using one further (an attribute
 // of it, arithmetic on it) is an error, as in Jinja2.
 //
@@ -70,6 +71,10 @@ class ChatTemplate {
   // other variable the template reads. REQUIRES: context is an object (else InvalidArgument).
   Result<std::string> Render(const nlohmann::json& context) const { return Render(context, RenderLimits()); }
   Result<std::string> Render(const nlohmann::json& context, const RenderLimits& limits) const;
+  // The same with objects iterated in insertion order, as transformers (Python dicts) does: use this for
+  // byte parity when a template iterates a mapping or applies tojson to one (tool schemas).
+  Result<std::string> Render(const nlohmann::ordered_json& context,
+                             const RenderLimits& limits = RenderLimits()) const;
 
  private:
   explicit ChatTemplate(std::shared_ptr<const internal::Program> program) : program_(std::move(program)) {}
@@ -79,6 +84,8 @@ class ChatTemplate {
 // Parses and renders `source` (the ChatML fallback when empty) as transformers' apply_chat_template does:
 // with messages, add_generation_prompt, bos_token, eos_token, and tools and documents set to none.
 Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::json& messages,
+                                      bool add_generation_prompt, std::string_view bos, std::string_view eos);
+Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::ordered_json& messages,
                                       bool add_generation_prompt, std::string_view bos, std::string_view eos);
 
 // The family a template belongs to, for logging: "chatml", "llama2", "llama3", "mistral", "gemma", "phi3",

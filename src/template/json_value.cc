@@ -10,27 +10,28 @@ namespace {
 
 constexpr int kMaxJsonDepth = 512;
 
-Result<Value> FromJsonAt(const nlohmann::json& j, int depth) {
+template <typename Json>
+Result<Value> FromJsonAt(const Json& j, int depth) {
   if (depth > kMaxJsonDepth) return InvalidArgumentError("context JSON nested deeper than 512 levels");
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
+    case Json::value_t::null:
       return Value::None();
-    case nlohmann::json::value_t::boolean:
-      return Value::Bool(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Value::Int(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
-      uint64_t u = j.get<uint64_t>();
+    case Json::value_t::boolean:
+      return Value::Bool(j.template get<bool>());
+    case Json::value_t::number_integer:
+      return Value::Int(j.template get<int64_t>());
+    case Json::value_t::number_unsigned: {
+      uint64_t u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return Value::Float(static_cast<double>(u));
       }
       return Value::Int(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float:
-      return Value::Float(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value::String(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case Json::value_t::number_float:
+      return Value::Float(j.template get<double>());
+    case Json::value_t::string:
+      return Value::String(j.template get<std::string>());
+    case Json::value_t::array: {
       List items;
       items.reserve(j.size());
       for (const auto& e : j) {
@@ -39,7 +40,7 @@ Result<Value> FromJsonAt(const nlohmann::json& j, int depth) {
       }
       return Value::MakeList(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       std::vector<std::pair<std::string, Value>> items;
       items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
@@ -48,9 +49,9 @@ Result<Value> FromJsonAt(const nlohmann::json& j, int depth) {
       }
       return Value::MakeDict(std::move(items));
     }
-    case nlohmann::json::value_t::discarded:
+    case Json::value_t::discarded:
       return Value();
-    case nlohmann::json::value_t::binary:
+    case Json::value_t::binary:
       break;
   }
   return InvalidArgumentError("context JSON holds a binary value");
@@ -176,6 +177,7 @@ struct Dumper {
 }  // namespace
 
 Result<Value> FromJson(const nlohmann::json& j) { return FromJsonAt(j, 0); }
+Result<Value> FromJson(const nlohmann::ordered_json& j) { return FromJsonAt(j, 0); }
 
 Result<std::string> ToJson(const Value& v, const JsonDumpOptions& options) {
   Dumper d{options,

@@ -17,9 +17,11 @@
 
 namespace llamay::chat::internal {
 
-// Objects keep nlohmann's key order (sorted for nlohmann::json). Unsigned integers above INT64_MAX become
+// Objects keep nlohmann's key order: sorted for nlohmann::json, insertion order for nlohmann::ordered_json
+// (which is what Python dicts, and so transformers, iterate in). Unsigned integers above INT64_MAX become
 // floats, binary values are refused. InvalidArgument past 512 levels of nesting.
 Result<Value> FromJson(const nlohmann::json& j);
+Result<Value> FromJson(const nlohmann::ordered_json& j);
 
 struct JsonDumpOptions {
   std::optional<std::string> indent;  // json.dumps(indent=...): spaces already expanded; nullopt = None

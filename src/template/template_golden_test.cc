@@ -55,7 +55,10 @@ std::vector<GoldenCase> AllCases() {
   return cases;
 }
 
-nlohmann::json Conversations() { return nlohmann::json::parse(ReadFile(TestData() / "conversations.json")); }
+// Insertion-ordered, as Python iterates the contexts generate.py rendered.
+nlohmann::ordered_json Conversations() {
+  return nlohmann::ordered_json::parse(ReadFile(TestData() / "conversations.json"));
+}
 
 TEST(ChatTemplateGolden, EveryTemplateHasGoldensAndEveryGoldenATemplate) {
   std::set<std::string> templates, covered;
@@ -69,7 +72,7 @@ TEST(ChatTemplateGolden, EveryTemplateHasGoldensAndEveryGoldenATemplate) {
 }
 
 TEST(ChatTemplateGolden, MatchesJinja2ByteForByte) {
-  const nlohmann::json conversations = Conversations();
+  const nlohmann::ordered_json conversations = Conversations();
   std::map<std::string, ChatTemplate> parsed;
   int checked = 0;
   for (const GoldenCase& c : AllCases()) {
@@ -81,7 +84,7 @@ TEST(ChatTemplateGolden, MatchesJinja2ByteForByte) {
       it = parsed.emplace(c.template_name, *tmpl).first;
     }
     ASSERT_TRUE(conversations.contains(c.conversation));
-    nlohmann::json context = conversations[c.conversation];
+    nlohmann::ordered_json context = conversations[c.conversation];
     context["add_generation_prompt"] = c.add_generation_prompt;
     Result<std::string> out = it->second.Render(context);
     const std::string golden = ReadFile(c.path);
@@ -111,7 +114,7 @@ TEST(ChatTemplateGolden, MatchesJinja2ByteForByte) {
 
 // The built-in templates render like their family's reference template.
 TEST(ChatTemplateGolden, BuiltinTemplatesMatchTheirReference) {
-  const nlohmann::json conversations = Conversations();
+  const nlohmann::ordered_json conversations = Conversations();
   const std::pair<const char*, const char*> pairs[] = {
       {"chatml", "chatml"}, {"llama2", "llama2"}, {"llama3", "llama3"}, {"mistral", "mistral"},
       {"gemma", "gemma"},   {"phi3", "phi35"},    {"zephyr", "zephyr"},
@@ -123,7 +126,7 @@ TEST(ChatTemplateGolden, BuiltinTemplatesMatchTheirReference) {
             TestData() / (std::string(reference) + "." + conv + (gen ? ".gen" : ".nogen") + ".expected");
         if (!fs::exists(golden)) continue;  // the reference refuses this conversation
         SCOPED_TRACE(golden.filename().string());
-        nlohmann::json context = conversations[conv];
+        nlohmann::ordered_json context = conversations[conv];
         context["add_generation_prompt"] = gen;
         auto tmpl = ChatTemplate::Parse(BuiltinTemplate(family));
         ASSERT_TRUE(tmpl.ok()) << family << ": " << tmpl.status().ToString();

@@ -495,6 +495,18 @@ TEST(TemplateApi, ApplyChatTemplateMatchesTransformersContext) {
   EXPECT_EQ(*out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(TemplateApi, OrderedJsonKeepsInsertionOrderLikePython) {
+  auto tmpl = ChatTemplate::Parse("{{ d|tojson }}{% for k, v in d.items() %} {{ k }}{% endfor %}");
+  ASSERT_TRUE(tmpl.ok());
+  nlohmann::ordered_json ordered = {{"d", {{"type", "function"}, {"name", "f"}}}};
+  EXPECT_EQ(*tmpl->Render(ordered), R"({"type": "function", "name": "f"} type name)");
+  json sorted = {{"d", {{"type", "function"}, {"name", "f"}}}};
+  EXPECT_EQ(*tmpl->Render(sorted), R"({"name": "f", "type": "function"} name type)");
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  EXPECT_EQ(*ApplyChatTemplate("{{ messages[0]|tojson }}", messages, false, "", ""),
+            R"({"role": "user", "content": "Hi"})");
+}
+
 TEST(TemplateApi, FamiliesAndBuiltins) {
   EXPECT_EQ(DetectTemplateFamily(""), "none");
   EXPECT_EQ(DetectTemplateFamily("{{ messages }}"), "unknown");
