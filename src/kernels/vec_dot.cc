@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "base/numeric.h"
+#include "kernels/dequant.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/reference/reference.h"
@@ -37,22 +38,8 @@ void RoundThrough(const float* x, int64_t n, float* out, To to, From from) {
 }  // namespace
 
 bool MatMulSupports(TensorType t) {
-  switch (t) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-    case TensorType::kQ8_0:
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  // Every type with a dequantiser has a dot product: one list, in dequant.
+  return CanDequantize(t);
 }
 
 ActFormat ActivationFormat(TensorType t) {
