@@ -26,6 +26,13 @@ struct Params {
   bool retain_prefix = false;
 };
 
+// body[key] as T, or `fallback` when the key is absent or null (clients send null for "unset").
+template <typename T>
+T Opt(const json& body, const char* key, T fallback) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? fallback : it->get<T>();
+}
+
 Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
   engine::Engine& engine = server.engine();
   p->chat = chat;
@@ -35,7 +42,7 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       if (!body["llamay_session"].is_string()) return InvalidArgumentError("llamay_session must be a string");
       p->session = body["llamay_session"];
     }
-    if (body.contains("llamay_retain_prefix")) p->retain_prefix = body.value("llamay_retain_prefix", false);
+    if (body.contains("llamay_retain_prefix")) p->retain_prefix = Opt(body, "llamay_retain_prefix", false);
     if (chat) {
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         return InvalidArgumentError("'messages' must be a non-empty array");
@@ -67,9 +74,9 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
         return InvalidArgumentError("'n' must be an integer in [1, 64]");
       p->n = body["n"].get<int>();
     }
-    p->stream = body.value("stream", false);
+    p->stream = Opt(body, "stream", false);
     if (body.contains("stream_options") && body["stream_options"].is_object())
-      p->include_usage = body["stream_options"].value("include_usage", false);
+      p->include_usage = Opt(body["stream_options"], "include_usage", false);
     if (body.contains("stop") && !body["stop"].is_null()) {
       if (body["stop"].is_string()) {
         p->stop.push_back(body["stop"]);
@@ -87,19 +94,19 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
     }
     // OpenAI's defaults: temperature 1, top_p 1, no top-k, min-p or repetition penalty.
     sampling::SamplingParams& sp = p->sampling;
-    sp.temperature = body.value("temperature", 1.0f);
-    sp.top_p = body.value("top_p", 1.0f);
-    sp.top_k = body.value("top_k", 0);
-    sp.min_p = body.value("min_p", 0.0f);
-    sp.repeat_penalty = body.value("repetition_penalty", 1.0f);
-    sp.frequency_penalty = body.value("frequency_penalty", 0.0f);
-    sp.presence_penalty = body.value("presence_penalty", 0.0f);
+    sp.temperature = Opt(body, "temperature", 1.0f);
+    sp.top_p = Opt(body, "top_p", 1.0f);
+    sp.top_k = Opt(body, "top_k", 0);
+    sp.min_p = Opt(body, "min_p", 0.0f);
+    sp.repeat_penalty = Opt(body, "repetition_penalty", 1.0f);
+    sp.frequency_penalty = Opt(body, "frequency_penalty", 0.0f);
+    sp.presence_penalty = Opt(body, "presence_penalty", 0.0f);
     if (body.contains("seed") && body["seed"].is_number_integer()) {
       sp.seed = body["seed"].get<uint64_t>();
       sp.has_seed = true;
     }
     LLAMAY_RETURN_IF_ERROR(sp.Validate());
-    if (chat && body.value("logprobs", false)) p->top_logprobs = body.value("top_logprobs", 0);
+    if (chat && Opt(body, "logprobs", false)) p->top_logprobs = Opt(body, "top_logprobs", 0);
     if (!chat && body.contains("logprobs") && body["logprobs"].is_number_integer())
       p->top_logprobs = body["logprobs"].get<int>();
     if (p->top_logprobs > 20) return InvalidArgumentError("top_logprobs must be at most 20");

@@ -181,6 +181,9 @@ TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
   Post("/v1/completions", {{"prompt", 5}}, 400);
+  // null means "unset", as OpenAI clients send it; a wrong type is a 400, never a 500.
+  Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"temperature", nullptr}, {"stop", nullptr}});
+  Post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"temperature", -2}}, 400);
   Post("/v1/chat/completions", {{"messages", json::array()}}, 400);
