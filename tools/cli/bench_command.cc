@@ -28,11 +28,6 @@ struct BenchOptions {
   std::string kv_precision = "f16";
 };
 
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
-  return code;
-}
-
 Result<TensorType> ParseType(const std::string& name) {
   for (uint32_t t = 0; t < 64; ++t) {
     auto info = GetTensorTypeInfo(t);

@@ -75,11 +75,6 @@ bool SameValues(const kv::Context& a, const kv::Context& b) {
   return true;
 }
 
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
-  return code;
-}
-
 void Row(const char* label, const std::string& value) { std::printf("%-25s %s\n", label, value.c_str()); }
 
 int RunDemo(const DemoOptions& o) {
@@ -190,6 +185,11 @@ int RunInspect(const std::string& path, bool json) {
 }
 
 }  // namespace
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
+  return code;
+}
 
 void AddCtxCommands(CLI::App& app, int* exit_code) {
   CLI::App* ctx = app.add_subcommand("ctx", "Build, fork, snapshot, restore and inspect contexts");

@@ -24,11 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
-  return code;
-}
-
 // The model at `path`, or the built-in demo model when `path` is empty.
 Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path) {
   if (path.empty()) {

@@ -28,11 +28,6 @@ struct ServeOptions {
   size_t max_body_mib = 256;
 };
 
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
-  return code;
-}
-
 int RunServe(const ServeOptions& o) {
   // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts so every thread
   // inherits the mask.
