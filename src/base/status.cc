@@ -14,6 +14,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
     case StatusCode::kIoError: return "IO_ERROR";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kUnavailable: return "UNAVAILABLE";
   }
   return "UNKNOWN";
 }
@@ -47,5 +48,6 @@ Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::
 Status UnimplementedError(std::string m) { return Status(StatusCode::kUnimplemented, std::move(m)); }
 Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+Status UnavailableError(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 
 }  // namespace llamay

@@ -29,6 +29,7 @@ enum class StatusCode : int {
   kUnimplemented,      // a valid request for something not supported
   kIoError,            // the operating system refused (open, write, rename)
   kInternal,           // a bug: an invariant did not hold
+  kUnavailable,        // busy right now (a full queue): the same call may succeed later
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -63,6 +64,7 @@ Status InvalidArgumentError(std::string message);
 Status NotFoundError(std::string message);
 Status OutOfRangeError(std::string message);
 Status ResourceExhaustedError(std::string message);
+Status UnavailableError(std::string message);
 Status FailedPreconditionError(std::string message);
 Status DataLossError(std::string message);
 Status UnimplementedError(std::string message);

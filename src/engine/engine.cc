@@ -28,6 +28,8 @@ struct Engine::Seq {
   std::unique_ptr<sampling::Sampler> sampler;
   Usage usage;
   bool session = false;     // the context came with the request and goes back with the final event
+  size_t session_base = 0;  // a session's size when it came: an error rolls it back to this
+  bool preempted = false;   // waiting in the queue to resume; `pending` holds every token to recompute
   int32_t last = -1;        // the last sampled token, not yet run through the model
   bool prefilled = false;   // the prompt has been processed
   bool done = false;
@@ -62,13 +64,18 @@ Engine::~Engine() {
   thread_.join();
 }
 
-uint64_t Engine::Submit(Request request, Sink sink) {
+Result<uint64_t> Engine::Submit(Request&& request, Sink sink) {
   auto s = std::make_unique<Seq>();
-  s->req = std::move(request);
-  s->sink = std::move(sink);
   uint64_t id;
   {
     std::lock_guard l(mu_);
+    if (queue_.size() >= options_.max_queue) {
+      ++stats_.rejected;
+      return UnavailableError("engine: " + std::to_string(queue_.size()) + " requests are already waiting (" +
+                              std::to_string(active_count_.load()) + " running); retry later");
+    }
+    s->req = std::move(request);
+    s->sink = std::move(sink);
     id = s->id = next_id_++;
     queue_.push_back(std::move(s));
   }
@@ -91,10 +98,15 @@ size_t Engine::queue_depth() const {
 
 size_t Engine::active() const { return active_count_.load(); }
 
+EngineStats Engine::stats() const {
+  std::lock_guard l(mu_);
+  return stats_;
+}
+
 Result<Completion> Engine::Generate(Request request, bool keep_context) {
   auto done = std::make_shared<std::promise<Result<Completion>>>();
   auto result = std::make_shared<Completion>();
-  Submit(std::move(request), [done, result, keep_context](Event& e) {
+  Result<uint64_t> id = Submit(std::move(request), [done, result, keep_context](Event& e) {
     if (e.token >= 0) result->tokens.push_back(e.token);
     if (!e.finished) return true;
     if (e.reason == FinishReason::kError) {
@@ -110,6 +122,7 @@ Result<Completion> Engine::Generate(Request request, bool keep_context) {
     done->set_value(std::move(*result));
     return true;
   });
+  if (!id.ok()) return id.status();
   return done->get_future().get();
 }
 
@@ -125,7 +138,9 @@ void Engine::Loop() {
         queue_.clear();
         break;
       }
-      while (!queue_.empty() && active_.size() + incoming.size() < options_.max_active) {
+      // After a preemption nothing new starts until a running request finishes and frees memory.
+      while (!queue_.empty() && active_.size() + incoming.size() < options_.max_active &&
+             !(hold_admission_ && !active_.empty())) {
         incoming.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -153,7 +168,13 @@ void Engine::Loop() {
 void Engine::Admit(std::unique_ptr<Seq> sp) {
   Seq& s = *sp;
   active_.push_back(std::move(sp));
+  if (s.preempted) return Resume(s);
   Request& r = s.req;
+  if (r.context.valid()) {  // a session: from here on its context goes back with the final event, always
+    s.session = true;
+    s.ctx = std::move(r.context);
+    s.session_base = s.ctx.size();
+  }
   auto sampler = sampling::Sampler::Create(r.sampling);
   if (!sampler.ok()) return Finish(s, FinishReason::kError, sampler.status());
   s.sampler = std::make_unique<sampling::Sampler>(std::move(*sampler));
@@ -162,11 +183,9 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
       return Finish(s, FinishReason::kError,
                     InvalidArgumentError("token id " + std::to_string(t) + " outside the vocabulary"));
   if (r.max_tokens < 0) return Finish(s, FinishReason::kError, InvalidArgumentError("max_tokens must be >= 0"));
-  if (r.context.valid()) {
-    if (r.context.cache() != cache_.get())
+  if (s.session) {
+    if (s.ctx.cache() != cache_.get())
       return Finish(s, FinishReason::kError, InvalidArgumentError("the session's context belongs to another engine"));
-    s.session = true;
-    s.ctx = std::move(r.context);
     s.history = s.ctx.tokens();
     s.usage.cached_tokens = s.ctx.size();
     s.pending = r.prompt;
@@ -204,12 +223,24 @@ void Engine::Step() {
   std::vector<float> logits;
   Status st = model_->Forward(inputs, &logits);
   if (!st.ok()) {
-    // Memory: the newest request gives way; the others retry next step. Anything else fails the step.
-    if (st.code() == StatusCode::kResourceExhausted) {
-      Finish(*seqs.back(), FinishReason::kError, st);
-    } else {
+    // A failed forward changes no context. Memory: the newest running request gives way (preempted, or
+    // failed when it runs alone); the others retry next step. Anything else fails the step's requests.
+    if (st.code() != StatusCode::kResourceExhausted) {
       for (Seq* s : seqs) Finish(*s, FinishReason::kError, st);
+      return;
     }
+    Seq* newest = nullptr;
+    size_t running = 0;
+    for (auto& sp : active_) {
+      if (sp->done) continue;
+      ++running;
+      if (!newest || sp->id > newest->id) newest = sp.get();
+    }
+    if (running > 1) return Preempt(*newest);
+    const kv::CacheStats cs = cache_->Stats();
+    Finish(*seqs.back(), FinishReason::kError,
+           ResourceExhaustedError(st.message() + " (the request needs more KV memory than is free even when it runs "
+                                  "alone; " + std::to_string(cs.pages_live) + " pages are held)"));
     return;
   }
   // 3. Sample where a request's pending tokens are all processed.
@@ -246,9 +277,44 @@ void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   s.pending.assign(1, token);
 }
 
+void Engine::Preempt(Seq& s) {
+  // Everything the request has computed is recomputed on resume. A session keeps the part it came with
+  // (its owner held that memory before the request); the rest goes back to the cache.
+  std::vector<int32_t> tokens = s.ctx.tokens();
+  const size_t keep = s.session ? s.session_base : 0;
+  tokens.erase(tokens.begin(), tokens.begin() + static_cast<long>(keep));
+  tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
+  s.pending = std::move(tokens);
+  if (s.session) {
+    (void)s.ctx.Truncate(keep);
+  } else {
+    if (s.req.retain && s.ctx.size() > 0) (void)cache_->Retain(s.ctx);  // evictable, maybe reused on resume
+    s.ctx.Close();
+  }
+  s.preempted = true;
+  hold_admission_ = true;
+  auto it = std::find_if(active_.begin(), active_.end(), [&](auto& p) { return p.get() == &s; });
+  std::unique_ptr<Seq> owned = std::move(*it);
+  active_.erase(it);
+  std::lock_guard l(mu_);
+  ++stats_.preempted;
+  queue_.push_front(std::move(owned));
+}
+
+void Engine::Resume(Seq& s) {
+  s.preempted = false;
+  if (s.session) return;  // its context holds its base; `pending` holds the rest
+  // Reuse what the tree still has of it, keeping at least one token to compute logits from.
+  kv::MatchResult m = cache_->Match(std::span(s.pending.data(), s.pending.size() - 1));
+  s.ctx = std::move(m.context);
+  s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(m.matched));
+}
+
 void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   if (s.done) return;
   s.done = true;
+  hold_admission_ = false;
+  if (s.session && reason == FinishReason::kError) (void)s.ctx.Truncate(s.session_base);
   if (s.ctx.valid() && s.req.retain && s.ctx.size() > 0 &&
       (reason == FinishReason::kStop || reason == FinishReason::kLength))
     (void)cache_->Retain(s.ctx);
@@ -259,7 +325,16 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.error = std::move(error);
   if (s.session || s.req.max_tokens == 0) {
     e.context = std::move(s.ctx);
-    if (s.last >= 0 && (reason == FinishReason::kStop || reason == FinishReason::kLength)) e.tail = {s.last};
+    // Tokens the context does not hold yet, which the owner runs first next time: what was still
+    // pending (a cancelled prefill, or a preempted request), else the last sampled token (an
+    // end-of-generation token too). After an error the session is as it came; its owner keeps its tail.
+    if (reason != FinishReason::kError) {
+      if (!s.pending.empty()) {
+        e.tail = std::move(s.pending);
+      } else if (s.last >= 0) {
+        e.tail = {s.last};
+      }
+    }
   } else {
     s.ctx.Close();
   }

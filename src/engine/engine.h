@@ -10,8 +10,14 @@
 // and the KV precision, never on which other requests shared its steps (DESIGN.md section 3).
 //
 // Memory: the cache is bounded by EngineOptions::kv_memory_bytes. Under pressure the cache evicts prefix
-// tree entries first; when that is not enough the most recently admitted request fails with
-// ResourceExhausted (its sink gets the error) and the others go on.
+// tree entries first; when that is not enough the most recently admitted request is preempted: its pages
+// go back to the cache (its computed prefix stays in the tree while memory allows) and it waits at the
+// front of the queue, with its sampler and history intact, until a running request finishes; it then
+// resumes exactly where it was (re-prefill is bit-identical). A request that does not fit even alone fails
+// with ResourceExhausted; no other request is touched.
+//
+// Overload: at most max_active requests run and at most max_queue wait; Submit refuses more with
+// kUnavailable and leaves the request (and its session context) with the caller.
 //
 // Thread-safety: Submit/Cancel/Generate are thread-safe. Sinks run on the scheduler thread and must not
 // block; a sink returning false cancels its request.
@@ -44,6 +50,12 @@ struct EngineOptions {
   size_t max_batch_tokens = 512;  // tokens per forward step, all requests together
   size_t prefill_chunk = 256;     // prefill tokens per request per step
   size_t max_active = 16;         // requests in flight; the rest wait in the queue
+  size_t max_queue = 256;         // requests waiting; Submit refuses more (kUnavailable)
+};
+
+struct EngineStats {
+  uint64_t preempted = 0;  // requests that gave their memory back and resumed later
+  uint64_t rejected = 0;   // Submit calls refused because the queue was full
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -76,9 +88,12 @@ struct Event {
   FinishReason reason = FinishReason::kNone;
   Usage usage;          // final events
   Status error;         // reason kError
-  kv::Context context;  // final events: the request's context (held sessions, or max_tokens == 0)
-  // Final events with a context: the last sampled token (an end-of-generation token too), which the
-  // context does not hold yet. A session prepends it to its next request's tokens.
+  // Final events: the request's context (sessions, always, even after an error; or max_tokens == 0).
+  // After an error a session's context is as it came.
+  kv::Context context;
+  // Final events with a context, except errors: the tokens the context does not hold yet (the last sampled
+  // token, an end-of-generation token too; or what a cancelled request had not processed). A session
+  // prepends them to its next request's tokens.
   std::vector<int32_t> tail;
 };
 
@@ -102,8 +117,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request; `sink` receives its events. Returns the request id.
-  uint64_t Submit(Request request, Sink sink);
+  // Queues a request; `sink` receives its events. Returns the request id, or kUnavailable when the queue
+  // is full: then `request` is left as it was (a session's context stays with the caller) and `sink` is
+  // never called.
+  Result<uint64_t> Submit(Request&& request, Sink sink);
   void Cancel(uint64_t id);
   // Submits and waits. `keep_context`: the context comes back in the result instead of being closed.
   Result<Completion> Generate(Request request, bool keep_context = false);
@@ -113,6 +130,7 @@ class Engine {
   kv::Cache& cache() { return *cache_; }
   size_t queue_depth() const;
   size_t active() const;
+  EngineStats stats() const;
 
  private:
   struct Seq;
@@ -123,6 +141,8 @@ class Engine {
   void Step();
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
+  void Preempt(Seq& s);
+  void Resume(Seq& s);
 
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
@@ -134,8 +154,11 @@ class Engine {
   std::vector<uint64_t> cancelled_;         // GUARDED_BY(mu_)
   bool stopping_ = false;                   // GUARDED_BY(mu_)
   uint64_t next_id_ = 1;                    // GUARDED_BY(mu_)
+  EngineStats stats_;                       // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<Seq>> active_;  // scheduler thread only
   std::atomic<size_t> active_count_{0};
+  // Set by a preemption: the queue waits until a running request finishes (scheduler thread only).
+  bool hold_admission_ = false;
   std::thread thread_;
 };
 

@@ -63,6 +63,11 @@ std::vector<int32_t> ManualGreedy(const model::Model& m, const std::vector<int32
   return out;
 }
 
+size_t PageBytes() {
+  auto probe = MakeEngine();
+  return probe->cache().layout().page_bytes();
+}
+
 TEST(Engine, GreedyMatchesTheModelDirectly) {
   auto e = MakeEngine();
   const auto prompt = Prompt(40, 1);
@@ -158,22 +163,20 @@ TEST(Engine, CancellationStopsARequest) {
   Request r = Greedy(Prompt(10, 6), 1000);
   r.sampling.temperature = 1.0f;
   r.sampling.has_seed = true;
-  e->Submit(std::move(r), [&](Event& ev) {
-    if (ev.finished) {
-      last.set_value(std::move(ev));
-      return true;
-    }
-    return ++seen < 3;  // the third token cancels
-  });
+  ASSERT_TRUE(e->Submit(std::move(r), [&](Event& ev) {
+                 if (ev.finished) {
+                   last.set_value(std::move(ev));
+                   return true;
+                 }
+                 return ++seen < 3;  // the third token cancels
+               }).ok());
   Event fin = last.get_future().get();
   EXPECT_EQ(fin.reason, FinishReason::kCancelled);
   EXPECT_EQ(seen, 3);
 }
 
-TEST(Engine, BadRequestsFailAloneAndMemoryPressureIsAnError) {
-  auto probe = MakeEngine();
-  const size_t page = probe->cache().layout().page_bytes();
-  probe.reset();
+TEST(Engine, BadRequestsFailAloneAndARequestTooBigForMemoryIsAnError) {
+  const size_t page = PageBytes();
   EngineOptions o;
   o.kv_memory_bytes = 4 * page;  // 256 positions at 64 per page
   auto e = MakeEngine(o);
@@ -185,10 +188,153 @@ TEST(Engine, BadRequestsFailAloneAndMemoryPressureIsAnError) {
   EXPECT_EQ(e->Generate(Greedy({}, 4)).status().code(), StatusCode::kInvalidArgument);
   auto too_long = e->Generate(Greedy(Prompt(400, 2), 4));
   EXPECT_EQ(too_long.status().code(), StatusCode::kResourceExhausted) << too_long.status().ToString();
+  EXPECT_NE(too_long.status().message().find("even when it runs alone"), std::string::npos);
   // The engine goes on serving what fits.
   auto ok = e->Generate(Greedy(Prompt(30, 2), 4));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_TRUE(e->cache().CheckInvariants().ok());
+}
+
+TEST(Engine, MemoryPressurePreemptsAndEveryRequestFinishesExactly) {
+  // Each request needs 3 pages (100 prompt + 60 generated positions); 4 together need 12, the budget is 6.
+  // They all run at once, so some are preempted and resume later; each still gets its solo result.
+  EngineOptions o;
+  o.kv_memory_bytes = 6 * PageBytes();
+  auto e = MakeEngine(o);
+  auto sampled = [](int salt) {
+    Request r = Greedy(Prompt(100, salt), 60);
+    r.sampling.temperature = 0.9f;
+    r.sampling.has_seed = true;
+    r.sampling.seed = 7u + static_cast<uint64_t>(salt);
+    return r;
+  };
+  std::vector<std::vector<int32_t>> solo;
+  for (int i = 0; i < 3; ++i) {
+    auto c = e->Generate(i == 2 ? sampled(i) : Greedy(Prompt(100, i), 60));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    solo.push_back(c->tokens);
+  }
+  auto c3 = e->Generate(Greedy(Prompt(100, 3), 60));
+  ASSERT_TRUE(c3.ok());
+  solo.push_back(c3->tokens);
+  size_t generated = 0;
+  for (const auto& t : solo) generated += t.size();
+  ASSERT_GT(generated, 200u) << "the demo model stopped early: the requests would not fill the budget";
+  e->cache().ClearTree();
+  // Request 3 continues a session holding the first half of its prompt.
+  const auto p3 = Prompt(100, 3);
+  Request head = Greedy(std::vector<int32_t>(p3.begin(), p3.begin() + 50), 0);
+  head.retain = false;
+  auto held = e->Generate(std::move(head), /*keep_context=*/true);
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->context.size(), 50u);
+  std::vector<Result<Completion>> got;
+  for (int i = 0; i < 4; ++i) got.emplace_back(InternalError("unset"));
+  std::vector<std::promise<void>> done(4);
+  for (int i = 0; i < 4; ++i) {
+    Request r = i == 2 ? sampled(i) : Greedy(Prompt(100, i), 60);
+    if (i == 3) {
+      r.context = std::move(held->context);
+      r.prompt.assign(p3.begin() + 50, p3.end());
+    }
+    auto result = std::make_shared<Completion>();
+    ASSERT_TRUE(e->Submit(std::move(r), [&, i, result](Event& ev) {
+                   if (ev.token >= 0) result->tokens.push_back(ev.token);
+                   if (!ev.finished) return true;
+                   if (ev.reason == FinishReason::kError) {
+                     got[static_cast<size_t>(i)] = ev.error;
+                   } else {
+                     result->context = std::move(ev.context);
+                     result->tail = std::move(ev.tail);
+                     got[static_cast<size_t>(i)] = std::move(*result);
+                   }
+                   done[static_cast<size_t>(i)].set_value();
+                   return true;
+                 }).ok());
+  }
+  for (auto& d : done) d.get_future().wait();
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_EQ(got[i]->tokens, solo[i]) << "request " << i;
+  }
+  EXPECT_GT(e->stats().preempted, 0u) << "the budget was never short: the test did not exercise preemption";
+  // The session came back whole: its context plus its tail is everything it was given and generated.
+  ASSERT_TRUE(got[3]->context.valid());
+  std::vector<int32_t> all = got[3]->context.tokens();
+  all.insert(all.end(), got[3]->tail.begin(), got[3]->tail.end());
+  std::vector<int32_t> want = p3;
+  want.insert(want.end(), solo[3].begin(), solo[3].end());
+  if (got[3]->tail.size() == 1 && all.size() == want.size() + 1) want.push_back(got[3]->tail[0]);  // an EOG tail
+  EXPECT_EQ(all, want);
+  got[3]->context.Close();
+  EXPECT_TRUE(e->cache().CheckInvariants().ok());
+}
+
+TEST(Engine, AFullQueueRefusesAndLeavesTheRequestWithTheCaller) {
+  EngineOptions o;
+  o.max_active = 1;
+  o.max_queue = 1;
+  auto e = MakeEngine(o);
+  Request head = Greedy(Prompt(30, 9), 0);
+  auto session = e->Generate(std::move(head), /*keep_context=*/true);
+  ASSERT_TRUE(session.ok());
+  // A holds the scheduler inside its sink until B is queued and C refused.
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<Completion> a_done, b_done;
+  bool first = true;
+  ASSERT_TRUE(e->Submit(Greedy(Prompt(20, 1), 5), [&](Event& ev) {
+                 if (first) {
+                   first = false;
+                   entered.set_value();
+                   released.wait();
+                 }
+                 if (ev.finished) a_done.set_value({});
+                 return true;
+               }).ok());
+  entered.get_future().wait();
+  auto b = e->Submit(Greedy(Prompt(20, 2), 5), [&](Event& ev) {
+    if (ev.finished) b_done.set_value({});
+    return true;
+  });
+  ASSERT_TRUE(b.ok());
+  Request c = Greedy({7, 8}, 5);
+  const size_t held = session->context.size();
+  ASSERT_EQ(held, 30u);
+  c.context = std::move(session->context);
+  bool c_called = false;
+  auto refused = e->Submit(std::move(c), [&](Event&) { return c_called = true; });
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(e->stats().rejected, 1u);
+  ASSERT_TRUE(c.context.valid());  // NOLINT(bugprone-use-after-move): a refusal moves nothing
+  EXPECT_EQ(c.context.size(), held);
+  EXPECT_EQ(c.prompt, (std::vector<int32_t>{7, 8}));
+  release.set_value();
+  a_done.get_future().wait();
+  b_done.get_future().wait();
+  EXPECT_FALSE(c_called);
+  // With room again, the same request goes through.
+  auto ok = e->Generate(std::move(c));
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+TEST(Engine, AFailedSessionRequestHandsBackItsContextUnchanged) {
+  auto e = MakeEngine();
+  auto session = e->Generate(Greedy(Prompt(30, 5), 0), /*keep_context=*/true);
+  ASSERT_TRUE(session.ok());
+  const std::vector<int32_t> before = session->context.tokens();
+  Request r = Greedy({1, 5000}, 4);  // a token outside the vocabulary
+  r.context = std::move(session->context);
+  std::promise<Event> fin;
+  ASSERT_TRUE(e->Submit(std::move(r), [&](Event& ev) {
+                 if (ev.finished) fin.set_value(std::move(ev));
+                 return true;
+               }).ok());
+  Event ev = fin.get_future().get();
+  EXPECT_EQ(ev.reason, FinishReason::kError);
+  ASSERT_TRUE(ev.context.valid());
+  EXPECT_EQ(ev.context.tokens(), before);
+  EXPECT_TRUE(ev.tail.empty());
 }
 
 }  // namespace

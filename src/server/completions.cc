@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 
 #include "server/http_util.h"
@@ -55,6 +56,11 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
         for (const auto& t : pr) {
           if (!t.is_number_integer()) return InvalidArgumentError("'prompt' token arrays hold integers");
+          // Checked as 64 bits: get<int32_t> would wrap 4294967298 to token 2.
+          const bool in_range = t.is_number_unsigned() ? t.get<uint64_t>() <= uint64_t{INT32_MAX}
+                                                       : (t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX);
+          if (!in_range)
+            return InvalidArgumentError("'prompt' token id " + t.dump() + " is out of range");
           p->prompt.push_back(t.get<int32_t>());
         }
       } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
@@ -222,13 +228,15 @@ json UsageJson(const Job& job) {
 // Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied.
 Status Launch(Server& server, std::shared_ptr<Job> job) {
   engine::Engine& engine = server.engine();
-  auto make_sink = [job, &server](int ci) {
+  auto make_sink = [job, &server](int ci, std::vector<int32_t> old_tail = {}) {
     std::shared_ptr<Channel> ch = job->channel;
     const std::string session = job->p.session;
-    return [ch, ci, session, &server](engine::Event& e) {
+    return [ch, ci, session, old_tail, &server](engine::Event& e) {
       // A session's context goes back to the server here, on the engine's thread, so it is never lost
-      // with a client that went away.
-      if (e.finished && !session.empty()) server.ReturnContext(session, std::move(e.context), std::move(e.tail));
+      // with a client that went away. After an error the context is as it came, and so is its tail.
+      if (e.finished && !session.empty())
+        server.ReturnContext(session, std::move(e.context),
+                             e.reason == engine::FinishReason::kError ? old_tail : std::move(e.tail));
       ch->Push(ci, std::move(e));
       return true;
     };
@@ -248,21 +256,36 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     LLAMAY_ASSIGN_OR_RETURN(HeldContext held, server.TakeContext(job->p.session));
     engine::Request r = base(0);
     r.context = std::move(held.context);
-    r.prompt = std::move(held.tail);
+    r.prompt = held.tail;
     r.prompt.insert(r.prompt.end(), job->p.prompt.begin(), job->p.prompt.end());
     if (r.prompt.empty()) {
       server.ReturnContext(job->p.session, std::move(r.context), {});
       return InvalidArgumentError("nothing to continue the session from: send a prompt");
     }
-    job->choices[0].id = engine.Submit(std::move(r), make_sink(0));
+    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(0, held.tail));
+    if (!id.ok()) {  // refused: the request, and the session's context in it, are untouched
+      server.ReturnContext(job->p.session, std::move(r.context), std::move(held.tail));
+      return id.status();
+    }
+    job->choices[0].id = *id;
     return Status::Ok();
   }
+  // Submits choice i; a refusal (full queue) cancels the choices already running.
+  auto submit = [&](int i, engine::Request r) -> Status {
+    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(i));
+    if (!id.ok()) {
+      for (int k = 0; k < i; ++k) engine.Cancel(job->choices[static_cast<size_t>(k)].id);
+      return id.status();
+    }
+    job->choices[static_cast<size_t>(i)].id = *id;
+    return Status::Ok();
+  };
   const auto& prompt = job->p.prompt;
   if (job->p.n == 1 || prompt.size() < 2) {
     for (int i = 0; i < job->p.n; ++i) {
       engine::Request r = base(i);
       r.prompt = prompt;
-      job->choices[static_cast<size_t>(i)].id = engine.Submit(std::move(r), make_sink(i));
+      LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
     }
     return Status::Ok();
   }
@@ -278,7 +301,7 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     engine::Request r = base(i);
     r.context = std::move(branches[static_cast<size_t>(i)]);
     r.prompt = {prompt.back()};
-    job->choices[static_cast<size_t>(i)].id = engine.Submit(std::move(r), make_sink(i));
+    LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
   }
   return Status::Ok();
 }

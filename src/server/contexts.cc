@@ -23,6 +23,12 @@ void Create(Server& server, const std::string& raw, httplib::Response& res) {
   json body = json::object();
   if (!raw.empty() && !ParseBody(raw, res, &body)) return;
   engine::Engine& engine = server.engine();
+  // Checked here: body.value() would throw on a wrong type (a 500). null means unset, as in completions.
+  bool pin_prefix = false;
+  if (auto it = body.find("llamay_retain_prefix"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return SendError(res, 400, "'llamay_retain_prefix' must be a boolean", "", "llamay_retain_prefix");
+    pin_prefix = it->get<bool>();
+  }
   std::vector<int32_t> tokens;
   if (body.contains("messages")) {
     if (!body["messages"].is_array()) return SendError(res, 400, "'messages' must be an array");
@@ -47,7 +53,7 @@ void Create(Server& server, const std::string& raw, httplib::Response& res) {
     tail = {tokens.back()};
     r.max_tokens = 0;
     r.sampling.temperature = 0;
-    r.pin_prefix = body.value("llamay_retain_prefix", false);
+    r.pin_prefix = pin_prefix;
     if (r.prompt.empty()) {
       ctx = engine.cache().NewContext();
     } else {
@@ -104,24 +110,14 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
 void Snapshot(Server& server, httplib::Response& res, const std::string& id) {
   auto held = server.TakeContext(id);
   if (!held.ok()) return SendStatus(res, held.status());
-  kv::Context ctx = std::move(held->context);
-  if (!held->tail.empty()) {
-    // A snapshot holds computed positions: run the pending tail token through the model first. The
-    // continuation is unchanged (the next request simply starts after it).
-    engine::Request r;
-    r.context = std::move(ctx);
-    r.prompt = held->tail;
-    r.max_tokens = 0;
-    r.sampling.temperature = 0;
-    auto c = server.engine().Generate(std::move(r), /*keep_context=*/true);
-    if (!c.ok()) {
-      server.ReleaseBusy(id);
-      return SendStatus(res, c.status());
-    }
-    ctx = std::move(c->context);
+  // A snapshot holds computed positions: the pending tail runs through the model first. The continuation
+  // is unchanged (the next request simply starts after it).
+  if (Status s = server.SettleTail(*held); !s.ok()) {
+    server.ReturnContext(id, std::move(held->context), std::move(held->tail));
+    return SendStatus(res, s);
   }
-  auto bytes = kv::SnapshotToBytes(ctx, server.engine().model().weight_digest());
-  server.ReturnContext(id, std::move(ctx), {});
+  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest());
+  server.ReturnContext(id, std::move(held->context), {});
   if (!bytes.ok()) return SendStatus(res, bytes.status());
   res.set_header("Content-Disposition", "attachment; filename=\"" + id + ".llamayctx\"");
   res.set_content(reinterpret_cast<const char*>(bytes->data()), bytes->size(), "application/octet-stream");

@@ -13,6 +13,7 @@ int HttpStatusFor(const Status& s) {
     case StatusCode::kNotFound: return 404;
     case StatusCode::kFailedPrecondition: return 409;
     case StatusCode::kResourceExhausted: return 503;
+    case StatusCode::kUnavailable: return 429;
     default: return 500;
   }
 }
@@ -21,6 +22,7 @@ void SendError(httplib::Response& res, int http_status, const std::string& messa
                const std::string& param) {
   const char* type = http_status == 401   ? "authentication_error"
                      : http_status == 404 ? "not_found_error"
+                     : http_status == 429 ? "rate_limit_error"
                      : http_status >= 500 ? "server_error"
                                           : "invalid_request_error";
   json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
@@ -30,7 +32,13 @@ void SendError(httplib::Response& res, int http_status, const std::string& messa
   res.set_content(json{{"error", err}}.dump(), "application/json");
 }
 
-void SendStatus(httplib::Response& res, const Status& s) { SendError(res, HttpStatusFor(s), s.message()); }
+void SendStatus(httplib::Response& res, const Status& s) {
+  const int status = HttpStatusFor(s);
+  // Busy (a full queue) or out of KV memory: the same request may succeed shortly; OpenAI clients retry
+  // these statuses and read Retry-After.
+  if (status == 429 || status == 503) res.set_header("Retry-After", "1");
+  SendError(res, status, s.message(), status == 429 ? "server_busy" : status == 503 ? "kv_memory_exhausted" : "");
+}
 
 void SendJson(httplib::Response& res, const json& body, int http_status) {
   res.status = http_status;

@@ -2,9 +2,13 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
+#include "base/check.h"
 #include "kv/snapshot.h"
 #include "server/completions.h"
 #include "server/contexts.h"
@@ -44,17 +48,21 @@ void Server::ReturnContext(const std::string& id, kv::Context context, std::vect
   std::lock_guard l(ctx_mu_);
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return;  // deleted meanwhile: the context closes here
-  if (!context.valid()) {             // the request failed before it took the context: nothing changed
-    it->second.busy = false;
-    return;
-  }
+  LLAMAY_CHECK(context.valid());  // the engine hands a session's context back with every final event
   it->second = HeldContext{std::move(context), std::move(tail), false};
 }
 
-void Server::ReleaseBusy(const std::string& id) {
-  std::lock_guard l(ctx_mu_);
-  auto it = contexts_.find(id);
-  if (it != contexts_.end()) it->second.busy = false;
+Status Server::SettleTail(HeldContext& held) {
+  if (held.tail.empty()) return Status::Ok();
+  engine::Request r;
+  r.context = held.context.Fork();
+  r.prompt = held.tail;
+  r.max_tokens = 0;
+  r.sampling.temperature = 0;
+  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine_->Generate(std::move(r), /*keep_context=*/true));
+  held.context = std::move(c.context);
+  held.tail.clear();
+  return Status::Ok();
 }
 
 bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
@@ -124,6 +132,8 @@ void Server::Routes() {
     metric("llamay_completion_tokens_total", "counter", metrics_.completion_tokens.load(), "Generated tokens");
     metric("llamay_kv_pages_live", "gauge", s.pages_live, "KV pages in use");
     metric("llamay_kv_pages_shared", "gauge", s.pages_shared, "KV pages shared by more than one context");
+    metric("llamay_kv_pages_free", "gauge", s.page_bytes ? s.max_bytes / s.page_bytes - std::min(s.pages_live, s.max_bytes / s.page_bytes) : 0,
+           "KV pages the budget still allows");
     metric("llamay_kv_bytes_live", "gauge", s.bytes_live, "Bytes of live KV pages");
     metric("llamay_kv_bytes_budget", "gauge", s.max_bytes, "KV memory budget in bytes");
     metric("llamay_prefix_tree_entries", "gauge", s.tree_entries, "Prefix tree entries");
@@ -131,6 +141,9 @@ void Server::Routes() {
     metric("llamay_contexts_held", "gauge", held, "Contexts held by /v1/contexts");
     metric("llamay_queue_depth", "gauge", engine_->queue_depth(), "Requests waiting for the scheduler");
     metric("llamay_requests_active", "gauge", engine_->active(), "Requests the scheduler is running");
+    const engine::EngineStats es = engine_->stats();
+    metric("llamay_requests_preempted_total", "counter", es.preempted, "Requests that gave back their KV memory and resumed");
+    metric("llamay_requests_rejected_total", "counter", es.rejected, "Requests refused with 429 (queue full)");
     res.set_content(out, "text/plain; version=0.0.4");
   });
   RegisterContextRoutes(*this, h);
@@ -146,7 +159,17 @@ Status Server::Start() {
       return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use?)");
     port_ = options_.port;
   }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  auto exited = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([this, exited] {
+    http_->listen_after_bind();
+    *exited = true;
+  });
+  // Until the listener runs, stop() would not reach it and Stop() would wait forever in join.
+  while (!http_->is_running() && !*exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (*exited) {
+    thread_.join();
+    return IoError("the HTTP listener on " + options_.host + " stopped at once");
+  }
   return Status::Ok();
 }
 
@@ -155,15 +178,37 @@ void Server::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status Server::SaveContexts(const std::string& dir) {
+Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wait) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("create " + dir + ": " + ec.message());
-  std::lock_guard l(ctx_mu_);
-  for (auto& [id, h] : contexts_) {
-    if (h.busy) continue;
-    LLAMAY_RETURN_IF_ERROR(kv::SaveSnapshot(h.context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx"));
+  // Contexts lent to running requests come back when those finish.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    {
+      std::lock_guard l(ctx_mu_);
+      if (std::none_of(contexts_.begin(), contexts_.end(), [](auto& kv) { return kv.second.busy; })) break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  std::vector<std::string> ids;
+  {
+    std::lock_guard l(ctx_mu_);
+    for (auto& [id, h] : contexts_) ids.push_back(id);
+  }
+  std::string failed;
+  for (const std::string& id : ids) {
+    auto held = TakeContext(id);
+    Status s = held.status();
+    if (held.ok()) {
+      s = SettleTail(*held);  // the file holds every token, so a restored session continues exactly
+      if (s.ok()) s = kv::SaveSnapshot(held->context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx");
+      ReturnContext(id, std::move(held->context), std::move(held->tail));
+    }
+    if (!s.ok()) failed += (failed.empty() ? "" : "; ") + id + ": " + s.message();
+  }
+  if (!failed.empty()) return IoError("not saved: " + failed);
   return Status::Ok();
 }
 

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <chrono>
+
 #include "base/status.h"
 #include "engine/engine.h"
 
@@ -60,8 +62,10 @@ class Server {
   void Stop();
   int port() const { return port_; }
 
-  // Held contexts, for the state directory (snapshot on shutdown, restore on start).
-  Status SaveContexts(const std::string& dir);
+  // Held contexts, for the state directory (snapshot on shutdown, restore on start). Saving waits (up to
+  // `wait`) for contexts lent to running requests to come back; one that does not is reported in the
+  // returned error after every other context is saved.
+  Status SaveContexts(const std::string& dir, std::chrono::milliseconds wait = std::chrono::seconds(10));
   Status LoadContexts(const std::string& dir, std::vector<std::string>* warnings);
 
   // Called by the route handlers (public for the handler files; not an API for others).
@@ -72,7 +76,9 @@ class Server {
   // Lends a held context to a request: NotFound, or FailedPrecondition when it is busy.
   Result<HeldContext> TakeContext(const std::string& id);
   void ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail);
-  void ReleaseBusy(const std::string& id);
+  // Runs a held context's tail through the model so that the context holds every token (a snapshot holds
+  // computed positions only). The work runs on a fork: on failure `held` is unchanged.
+  Status SettleTail(HeldContext& held);
   std::mutex& contexts_mu() { return ctx_mu_; }
   std::map<std::string, HeldContext>& contexts() { return contexts_; }
 

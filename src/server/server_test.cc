@@ -6,6 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <future>
+#include <thread>
+
 #include "model/demo_model.h"
 
 namespace llamay::server {
@@ -26,8 +30,9 @@ std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {
 class ServerTest : public testing::Test {
  protected:
   void SetUp() override { Start(); }
-  void Start(ServerOptions o = {}) {
-    engine_ = DemoEngine();
+  void Start(ServerOptions o = {}, engine::EngineOptions eo = {}) {
+    server_.reset();
+    engine_ = DemoEngine(eo);
     o.port = 0;
     o.max_body_bytes = 1 << 20;
     server_ = std::make_unique<Server>(engine_.get(), o);
@@ -46,7 +51,12 @@ class ServerTest : public testing::Test {
     EXPECT_EQ(r->status, want) << path << ": " << r->body;
     return json::parse(r->body, nullptr, false);
   }
-  std::string Completion(const json& body) { return Post("/v1/completions", body)["choices"][0]["text"]; }
+  // The text, and with "logprobs" the log probabilities too: the demo model's greedy text soon repeats one
+  // letter, so exactness checks compare the logprobs (floats through JSON, compared exactly) as well.
+  std::string Completion(const json& body) {
+    json c = Post("/v1/completions", body)["choices"][0];
+    return body.contains("logprobs") ? c["text"].get<std::string>() + c["logprobs"].dump() : c["text"].get<std::string>();
+  }
 
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Server> server_;
@@ -124,14 +134,15 @@ TEST_F(ServerTest, ContextsForkAndContinueExactly) {
   std::vector<std::string> texts;
   for (const auto& b : fork["branches"]) {
     EXPECT_EQ(b["tokens"], ctx["tokens"]);
-    texts.push_back(Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"llamay_session", b["id"]}}));
+    texts.push_back(Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}, {"llamay_session", b["id"]}}));
   }
-  const std::string parent = Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"llamay_session", id}});
+  const std::string parent =
+      Completion({{"prompt", more}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}, {"llamay_session", id}});
   for (const auto& t : texts) EXPECT_EQ(t, parent);
   // Without a session, the same tokens from scratch give the same continuation.
   auto full = *engine_->tokenizer().Encode("a long shared system prompt", true, false);
   full.insert(full.end(), more.begin(), more.end());
-  EXPECT_EQ(Completion({{"prompt", full}, {"max_tokens", 8}, {"temperature", 0}}), parent);
+  EXPECT_EQ(Completion({{"prompt", full}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}}), parent);
   auto list = client_->Get("/v1/contexts");
   ASSERT_TRUE(list);
   EXPECT_EQ(json::parse(list->body)["data"].size(), 5u);
@@ -147,7 +158,8 @@ TEST_F(ServerTest, SnapshotRestoresOnAFreshServerAndContinuesExactly) {
   ASSERT_TRUE(snap);
   ASSERT_EQ(snap->status, 200);
   const std::vector<int32_t> next = {80, 81};
-  const std::string want = Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"llamay_session", id}});
+  const std::string want =
+      Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"logprobs", 3}, {"llamay_session", id}});
   // A fresh server, with 128-token pages.
   server_.reset();
   engine_.reset();
@@ -163,7 +175,8 @@ TEST_F(ServerTest, SnapshotRestoresOnAFreshServerAndContinuesExactly) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const std::string rid = json::parse(r->body)["id"];
-  EXPECT_EQ(Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"llamay_session", rid}}), want);
+  EXPECT_EQ(Completion({{"prompt", next}, {"max_tokens", 10}, {"temperature", 0}, {"logprobs", 3}, {"llamay_session", rid}}),
+            want);
   // Damaged and foreign snapshots are refused distinctly.
   std::string bad = snap->body;
   bad[bad.size() / 2] ^= 1;
@@ -201,6 +214,94 @@ TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   // Still serving.
   EXPECT_EQ(Post("/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
   EXPECT_EQ(client_->Get("/health")->status, 200);
+}
+
+TEST_F(ServerTest, AFullQueueAnswers429AndLeavesASessionIntact) {
+  engine::EngineOptions eo;
+  eo.max_active = 1;
+  eo.max_queue = 1;
+  Start({}, eo);
+  json ctx = Post("/v1/contexts", {{"prompt", "a session that must survive"}});
+  const std::string id = ctx["id"];
+  // Occupy the only running slot: this request's sink holds the scheduler until released.
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> blocker_done;
+  bool first = true;
+  engine::Request blocker;
+  blocker.prompt = {1, 40, 41, 42};
+  blocker.max_tokens = 3;
+  ASSERT_TRUE(engine_->Submit(std::move(blocker), [&](engine::Event& e) {
+                 if (first) {
+                   first = false;
+                   entered.set_value();
+                   released.wait();
+                 }
+                 if (e.finished) blocker_done.set_value();
+                 return true;
+               }).ok());
+  entered.get_future().wait();
+  // One request waits in the queue...
+  std::thread queued([this] {
+    httplib::Client c("127.0.0.1", server_->port());
+    auto r = c.Post("/v1/completions", json({{"prompt", "queued"}, {"max_tokens", 2}}).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  });
+  while (engine_->queue_depth() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // ...so the next is refused with 429, a session one included, and the session is untouched.
+  auto busy = client_->Post("/v1/completions", json({{"prompt", "x"}, {"max_tokens", 2}}).dump(), "application/json");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 429);
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(busy->body)["error"]["type"], "rate_limit_error");
+  const json on_session = {{"prompt", std::vector<int32_t>{50, 51}}, {"max_tokens", 6}, {"temperature", 0},
+                           {"logprobs", 3}, {"llamay_session", id}};
+  Post("/v1/completions", on_session, 429);
+  auto list = client_->Get("/v1/contexts");
+  ASSERT_TRUE(list);
+  const json held = json::parse(list->body)["data"][0];
+  EXPECT_EQ(held["id"], id);
+  EXPECT_FALSE(held.contains("busy"));
+  EXPECT_EQ(held["tokens"], ctx["tokens"]);
+  release.set_value();
+  blocker_done.get_future().wait();
+  queued.join();
+  // With room again the session continues exactly as a fork of it made before does.
+  json fork = Post("/v1/contexts/" + id + "/fork?n=1", json::object());
+  const std::string twin = fork["branches"][0]["id"];
+  const std::string text = Completion(on_session);
+  json again = on_session;
+  again["llamay_session"] = twin;
+  EXPECT_EQ(Completion(again), text);
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("llamay_requests_rejected_total 2"), std::string::npos) << metrics->body;
+}
+
+TEST_F(ServerTest, StateDirKeepsSessionsWithTheirPendingTokens) {
+  const std::string dir = testing::TempDir() + "/llamay_state_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  json ctx = Post("/v1/contexts", {{"prompt", "resume me after a restart"}});
+  const std::string id = ctx["id"];
+  // A session that has generated: its last sampled token is pending, not yet in its KV.
+  // Sampled, not greedy: the demo model's greedy text repeats one letter, which would hide a lost token.
+  const json turn = {{"prompt", std::vector<int32_t>{60, 61}}, {"max_tokens", 12}, {"temperature", 1.0},
+                     {"seed", 11}, {"llamay_session", id}};
+  Completion(turn);
+  json twin = Post("/v1/contexts/" + id + "/fork?n=1", json::object());
+  const std::string twin_id = twin["branches"][0]["id"];
+  ASSERT_TRUE(server_->SaveContexts(dir).ok());
+  json next = turn;
+  next["llamay_session"] = twin_id;
+  const std::string want = Completion(next);  // continued on the running server
+  Start();                                    // a fresh engine and server
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(server_->LoadContexts(dir, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  next["llamay_session"] = id;
+  EXPECT_EQ(Completion(next), want);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
