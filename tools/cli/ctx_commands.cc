@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "ctx_model_commands.h"
+#include "fork_report.h"
 #include "format.h"
 #include "kv/cache.h"
 #include "kv/snapshot.h"
@@ -75,8 +77,6 @@ bool SameValues(const kv::Context& a, const kv::Context& b) {
   return true;
 }
 
-void Row(const char* label, const std::string& value) { std::printf("%-25s %s\n", label, value.c_str()); }
-
 int RunDemo(const DemoOptions& o) {
   auto precision = kv::ParseKvPrecision(o.precision);
   if (!precision.ok()) return Fail(precision.status(), kExitBadInput);
@@ -89,14 +89,8 @@ int RunDemo(const DemoOptions& o) {
   kv::Context source = (*cache)->NewContext();
   if (Status s = FillSynthetic(source, o.tokens); !s.ok()) return Fail(s, kExitFailure);
 
-  // Fork.
-  const auto before = (*cache)->Stats();
-  const auto t0 = Clock::now();
-  std::vector<kv::Context> branches = source.Fork(o.branches);
-  const double fork_s = Seconds(t0, Clock::now());
-  const auto after = (*cache)->Stats();
-  const uint64_t allocated = after.pages_allocated_total - before.pages_allocated_total;
-  const size_t pages = source.n_pages(), page_bytes = after.page_bytes;
+  std::vector<kv::Context> branches;
+  const ForkReport fork = MeasureFork(source, o.branches, "synthetic", &branches);
 
   // Snapshot, then restore into a cache with twice the page size: position-major makes that work.
   std::string path = o.output;
@@ -120,33 +114,21 @@ int RunDemo(const DemoOptions& o) {
   if (!keep) std::filesystem::remove(path);
 
   if (o.json) {
-    nlohmann::json j = {{"tokens", o.tokens},
-                        {"pages", pages},
-                        {"branches", o.branches},
-                        {"fork_seconds", fork_s},
-                        {"pages_allocated", allocated},
-                        {"pages_a_copy_would_need", pages * o.branches},
-                        {"bytes_held", pages * page_bytes},
-                        {"bytes_a_copy_would_hold", pages * page_bytes * o.branches},
-                        {"snapshot_bytes", file_bytes},
-                        {"snapshot_seconds", save_s},
-                        {"restore_seconds", restore_s},
-                        {"restore_page_tokens", co2.layout.page_tokens},
-                        {"restored_identical", identical}};
+    nlohmann::json j = ForkReportJson(fork);
+    j["snapshot_bytes"] = file_bytes;
+    j["snapshot_seconds"] = save_s;
+    j["restore_seconds"] = restore_s;
+    j["restore_page_tokens"] = co2.layout.page_tokens;
+    j["restored_identical"] = identical;
     if (keep) j["snapshot"] = path;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("llamay ctx demo (synthetic KV of the peer model's shape: %s)\n\n", co.layout.ToString().c_str());
-    Row("source", "synthetic, " + std::to_string(o.tokens) + " tokens, " + std::to_string(pages) + " pages");
-    Row("branches", std::to_string(o.branches) + " in " + FormatDuration(fork_s) + " (" +
-                        FormatDuration(fork_s / static_cast<double>(std::max<size_t>(o.branches, 1))) + " each)");
-    Row("pages allocated", std::to_string(allocated));
-    Row("pages a copy would need", std::to_string(pages * o.branches));
-    Row("memory held", FormatBytes(pages * page_bytes) + " (a copy would be " +
-                           FormatBytes(pages * page_bytes * o.branches) + ")");
-    Row("snapshot", FormatBytes(file_bytes) + " written in " + FormatDuration(save_s) + (keep ? " to " + path : ""));
-    Row("restore", FormatDuration(restore_s) + " into " + std::to_string(co2.layout.page_tokens) +
-                       "-token pages, " + (identical ? "bit-identical" : "DIFFERENT"));
+    PrintForkTable(fork);
+    PrintRow("snapshot",
+             FormatBytes(file_bytes) + " written in " + FormatDuration(save_s) + (keep ? " to " + path : ""));
+    PrintRow("restore", FormatDuration(restore_s) + " into " + std::to_string(co2.layout.page_tokens) +
+                            "-token pages, " + (identical ? "bit-identical" : "DIFFERENT"));
   }
   return identical ? kExitOk : kExitFailure;
 }
@@ -155,11 +137,7 @@ int RunInspect(const std::string& path, bool json) {
   auto bytes = ReadFile(path);
   if (!bytes.ok()) return Fail(bytes.status(), kExitBadInput);
   auto info = kv::InspectSnapshot(*bytes);
-  if (!info.ok()) {
-    std::fprintf(stderr, "llamay: %s: %s (%s)\n", path.c_str(), info.status().message().c_str(),
-                 std::string(kv::SnapshotErrorName(kv::SnapshotErrorOf(info.status()))).c_str());
-    return kExitBadInput;
-  }
+  if (!info.ok()) return FailSnapshot(path, info.status());
   if (json) {
     nlohmann::json j = {{"file", path},
                         {"version", info->version},
@@ -173,14 +151,14 @@ int RunInspect(const std::string& path, bool json) {
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
-  Row("file", path);
-  Row("format version", std::to_string(info->version));
-  Row("positions", std::to_string(info->n_positions));
-  Row("geometry", std::to_string(info->n_layers) + " layers x " + std::to_string(info->n_kv_heads) +
-                      " kv heads x " + std::to_string(info->head_dim));
-  Row("precision on disk", std::string(kv::KvPrecisionName(info->precision)));
-  Row("weights", DigestHex(info->weights));
-  Row("size", FormatBytes(info->file_bytes) + ", checksum ok");
+  PrintRow("file", path);
+  PrintRow("format version", std::to_string(info->version));
+  PrintRow("positions", std::to_string(info->n_positions));
+  PrintRow("geometry", std::to_string(info->n_layers) + " layers x " + std::to_string(info->n_kv_heads) +
+                           " kv heads x " + std::to_string(info->head_dim));
+  PrintRow("precision on disk", std::string(kv::KvPrecisionName(info->precision)));
+  PrintRow("weights", DigestHex(info->weights));
+  PrintRow("size", FormatBytes(info->file_bytes) + ", checksum ok");
   return kExitOk;
 }
 
@@ -189,6 +167,22 @@ int RunInspect(const std::string& path, bool json) {
 int Fail(const Status& s, int code) {
   std::fprintf(stderr, "llamay: %s\n", s.ToString().c_str());
   return code;
+}
+
+int FailSnapshot(const std::string& path, const Status& s) {
+  const kv::SnapshotError e = kv::SnapshotErrorOf(s);
+  if (e == kv::SnapshotError::kNone) {
+    const bool unreadable = s.code() == StatusCode::kNotFound || s.code() == StatusCode::kIoError ||
+                            s.code() == StatusCode::kInvalidArgument;
+    return Fail(s, unreadable ? kExitBadInput : kExitFailure);
+  }
+  const bool named = s.message().rfind(path + ": ", 0) == 0;  // LoadSnapshot names the file already
+  std::fprintf(stderr, "llamay: %s%s (%s)\n", named ? "" : (path + ": ").c_str(), s.message().c_str(),
+               std::string(kv::SnapshotErrorName(e)).c_str());
+  if (e != kv::SnapshotError::kWrongModel) return kExitBadInput;
+  std::fprintf(stderr, "llamay: this snapshot was computed by another model's weights; restore it with the "
+                       "model that built it (-m)\n");
+  return kExitWrongModel;
 }
 
 void AddCtxCommands(CLI::App& app, int* exit_code) {
@@ -211,6 +205,8 @@ void AddCtxCommands(CLI::App& app, int* exit_code) {
   i->add_option("file", *inspect_path, "Snapshot file")->required();
   i->add_flag("--json", *inspect_json, "Machine-readable output");
   i->callback([inspect_path, inspect_json, exit_code] { *exit_code = RunInspect(*inspect_path, *inspect_json); });
+
+  AddCtxModelCommands(*ctx, exit_code);
 }
 
 }  // namespace llamay::cli

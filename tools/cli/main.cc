@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"llamay: a local LLM inference engine whose contexts fork, snapshot and restore"};
   app.require_subcommand(1);
+  app.footer(llamay::cli::kExitCodesHelp);
   int exit_code = llamay::cli::kExitOk;
   llamay::cli::AddCtxCommands(app, &exit_code);
   llamay::cli::AddModelCommands(app, &exit_code);

@@ -9,7 +9,7 @@
 
 #include "ctx_commands.h"
 #include "format.h"
-#include "model/demo_model.h"
+#include "model_source.h"
 #include "server/server.h"
 
 namespace llamay::cli {
@@ -26,6 +26,8 @@ struct ServeOptions {
   std::string state_dir;
   int threads = 0;
   size_t max_body_mib = 256;
+  size_t max_active = 16;
+  size_t max_queue = 256;
 };
 
 int RunServe(const ServeOptions& o) {
@@ -37,26 +39,17 @@ int RunServe(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Result<std::unique_ptr<model::Model>> m = InternalError("unset");
-  if (o.model.empty()) {
-    std::fprintf(stderr, "llamay: no -m given: serving the built-in demo model (its text is meaningless; "
-                         "pass -m MODEL.gguf for a real one)\n");
-    auto f = gguf::File::FromBuffer(model::BuildDemoModel());
-    if (!f.ok()) return Fail(f.status(), kExitFailure);
-    m = model::Model::FromFile(std::move(*f), o.threads);
-  } else {
-    m = model::Model::Load(o.model, o.threads);
-  }
+  auto m = LoadModelOrDemo(o.model, o.threads);
   if (!m.ok()) return Fail(m.status(), kExitBadInput);
-  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
-  if (!tok.ok()) return Fail(tok.status(), kExitBadInput);
   auto precision = kv::ParseKvPrecision(o.kv_precision);
   if (!precision.ok()) return Fail(precision.status(), kExitBadInput);
   engine::EngineOptions eo;
   eo.page_tokens = o.page_tokens;
   eo.kv_precision = *precision;
   eo.kv_memory_bytes = o.kv_memory_mib << 20;
-  auto engine = engine::Engine::Create(std::move(*m), std::move(*tok), eo);
+  eo.max_active = o.max_active;
+  eo.max_queue = o.max_queue;
+  auto engine = engine::Engine::Create(std::move(m->model), std::move(m->tokenizer), eo);
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   server::ServerOptions so;
   so.host = o.host;
@@ -99,6 +92,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   s->add_option("--state-dir", o->state_dir, "Save held contexts here on shutdown and restore them on start");
   s->add_option("-t,--threads", o->threads, "Compute threads (0: one per core)")->capture_default_str();
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
+  s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();
+  s->add_option("--max-queue", o->max_queue, "Requests that may wait; beyond it, 429")->capture_default_str();
   s->callback([o, exit_code] { *exit_code = RunServe(*o); });
 }
 

@@ -1,0 +1,33 @@
+#include "model_source.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "model/demo_model.h"
+
+namespace llamay::cli {
+
+Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
+  LoadedModel out;
+  if (path.empty()) {
+    std::fprintf(stderr, "llamay: no -m given: using the built-in demo model (its text is meaningless; "
+                         "pass -m MODEL.gguf for a real one)\n");
+    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
+    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::FromFile(std::move(f), threads));
+  } else {
+    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::Load(path, threads));
+  }
+  LLAMAY_ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromGguf(out.model->file()));
+  return out;
+}
+
+Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizerOrDemo(const std::string& path) {
+  if (path.empty()) {
+    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
+    return tokenizer::Tokenizer::FromGguf(f);
+  }
+  LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::Open(path));
+  return tokenizer::Tokenizer::FromGguf(f);
+}
+
+}  // namespace llamay::cli
