@@ -52,7 +52,8 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
       const json& pr = body["prompt"];
       if (pr.is_string()) {
-        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr.get<std::string>(), p->session.empty(), false));
+        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr.get<std::string>(), p->session.empty(), false,
+                                                                     /*continuation=*/!p->session.empty()));
       } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
         for (const auto& t : pr) {
           if (!t.is_number_integer()) return InvalidArgumentError("'prompt' token arrays hold integers");
@@ -64,7 +65,8 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
           p->prompt.push_back(t.get<int32_t>());
         }
       } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
-        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr[0].get<std::string>(), p->session.empty(), false));
+        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr[0].get<std::string>(), p->session.empty(), false,
+                                                                     /*continuation=*/!p->session.empty()));
       } else {
         return InvalidArgumentError("'prompt' must be a string, one string in an array, or an array of token ids");
       }
@@ -181,9 +183,16 @@ std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
   if (e.token >= 0) {
     c.text += c.detok->Push(e.token);
     if (job.p.top_logprobs >= 0) {
+      // "bytes" carries a piece exactly where "token" cannot (part of a UTF-8 character), as OpenAI's does.
+      auto entry = [&](int32_t t, float lp) {
+        const std::string piece = tok.TokenToPiece(t);
+        return json{{"token", piece}, {"logprob", lp}, {"bytes", std::vector<uint8_t>(piece.begin(), piece.end())}};
+      };
       json top = json::array();
-      for (auto& [t, lp] : e.top_logprobs) top.push_back({{"token", tok.TokenToPiece(t)}, {"logprob", lp}});
-      c.logprobs.push_back({{"token", tok.TokenToPiece(e.token)}, {"logprob", e.logprob}, {"top_logprobs", top}});
+      for (auto& [t, lp] : e.top_logprobs) top.push_back(entry(t, lp));
+      json chosen = entry(e.token, e.logprob);
+      chosen["top_logprobs"] = std::move(top);
+      c.logprobs.push_back(std::move(chosen));
     }
   }
   if (e.finished) {
@@ -357,7 +366,8 @@ Result<std::vector<int32_t>> ChatPromptTokens(engine::Engine& engine, const json
   const std::string eos = tok.eos() >= 0 ? tok.TokenText(tok.eos()) : "";
   auto text = chat::ApplyChatTemplate(source, messages, /*add_generation_prompt=*/true, bos, eos);
   if (!text.ok()) return text.status().WithContext("chat template");
-  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true));
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true,
+                                                                   /*continuation=*/session));
   // A template that writes the BOS text itself, tokenized with add_special, would start with two.
   if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
   if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
@@ -399,7 +409,7 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", [&server, job, first, finished_sent](size_t, httplib::DataSink& sink) {
     auto send = [&](const json& j) {
-      const std::string line = "data: " + j.dump() + "\n\n";
+      const std::string line = "data: " + Dump(j) + "\n\n";
       return sink.write(line.data(), line.size());
     };
     std::pair<int, engine::Event> ev;

@@ -4,6 +4,8 @@
 
 namespace llamay::server {
 
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
@@ -29,7 +31,7 @@ void SendError(httplib::Response& res, int http_status, const std::string& messa
   if (!code.empty()) err["code"] = code;
   if (!param.empty()) err["param"] = param;
   res.status = http_status;
-  res.set_content(json{{"error", err}}.dump(), "application/json");
+  res.set_content(Dump(json{{"error", err}}), "application/json");
 }
 
 void SendStatus(httplib::Response& res, const Status& s) {
@@ -42,7 +44,7 @@ void SendStatus(httplib::Response& res, const Status& s) {
 
 void SendJson(httplib::Response& res, const json& body, int http_status) {
   res.status = http_status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(Dump(body), "application/json");
 }
 
 bool ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,

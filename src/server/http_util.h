@@ -17,6 +17,10 @@ using json = nlohmann::json;
 // unsupported 501 -> 400 (it is the request that asks for it), memory 503, anything else 500.
 int HttpStatusFor(const Status& s);
 
+// Serialises a response. Generated text and token pieces can hold bytes that are not UTF-8 (a token that is
+// part of a character): those become U+FFFD instead of an exception.
+std::string Dump(const json& j);
+
 // Writes an OpenAI error object: {"error": {"message", "type", "param", "code"}}.
 void SendError(httplib::Response& res, int http_status, const std::string& message,
                const std::string& code = "", const std::string& param = "");

@@ -304,5 +304,34 @@ TEST_F(ServerTest, StateDirKeepsSessionsWithTheirPendingTokens) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ServerSpm, ASessionContinuedWithTextGetsNoExtraSpace) {
+  const std::string path = std::string(LLAMAY_SHARED_DIR) + "/ref/models/tiny-llama-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  ASSERT_TRUE(tok.ok());
+  auto engine = engine::Engine::Create(std::move(*m), std::move(*tok), {});
+  ASSERT_TRUE(engine.ok());
+  ServerOptions so;
+  so.port = 0;
+  Server server(engine->get(), so);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto post = [&](const std::string& path, const json& body) {
+    auto r = client.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? std::to_string(r->status) + " " + r->body : "no answer: " + path);
+    return r ? json::parse(r->body) : json();
+  };
+  // SentencePiece puts a space before a new run of text; a session's next text continues the old run.
+  json ctx = post("/v1/contexts", {{"prompt", "Once upon a time"}});
+  json cont = post("/v1/completions", {{"prompt", " there was"}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 3},
+                                       {"llamay_session", ctx["id"]}});
+  json whole = post("/v1/completions", {{"prompt", "Once upon a time there was"}, {"max_tokens", 6}, {"temperature", 0},
+                                        {"logprobs", 3}});
+  EXPECT_EQ(cont["usage"]["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+  EXPECT_EQ(cont["choices"][0], whole["choices"][0]);
+}
+
 }  // namespace
 }  // namespace llamay::server

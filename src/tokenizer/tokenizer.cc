@@ -140,12 +140,13 @@ Status Tokenizer::EncodeText(std::string_view text, bool prefix_space, std::vect
   return Status::Ok();
 }
 
-Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special,
-                                               bool parse_special) const {
+Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special, bool parse_special,
+                                               bool continuation) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
-  // SPM vocabularies put a space before the first run of text and before each run after a special token.
-  bool prev_special = true;
+  // SPM vocabularies put a space before the first run of text (unless it continues earlier text) and
+  // before each run after a special token.
+  bool prev_special = !continuation;
   for (const Fragment& f : PartitionSpecial(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);

@@ -48,7 +48,10 @@ class Tokenizer {
 
   // add_special: prepend BOS / append EOS as the vocabulary's add_bos/add_eos flags say.
   // parse_special: recognise the text of control tokens (e.g. "<|im_start|>", "<s>") as those tokens.
-  Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special, bool parse_special) const;
+  // continuation: the text continues a sequence already tokenized (a session's next turn), so it does not
+  // start a new text run: SentencePiece vocabularies then add no space before it.
+  Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special, bool parse_special,
+                                      bool continuation = false) const;
 
   // The exact bytes of one token. Control and unknown tokens render as their text unless render_special is
   // false (then ""). Out-of-range ids give "".

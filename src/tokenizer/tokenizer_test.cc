@@ -78,6 +78,14 @@ TEST(SpmTest, MergesByScoreWithSpacePrefix) {
   EXPECT_EQ(Encode(*tok, ""), std::vector<int32_t>{});
   EXPECT_EQ(Encode(*tok, "ab", /*add_special=*/true), (std::vector<int32_t>{1, tok->FindToken("\u2581ab")}));
   EXPECT_EQ(tok->Decode(Encode(*tok, " ab abc")), " ab abc");
+  // A continuation (a session's next turn) is not a new run of text: no space is added before it, but one
+  // still is after a special token inside it.
+  auto cont = tok->Encode("ab", /*add_special=*/false, /*parse_special=*/false, /*continuation=*/true);
+  ASSERT_TRUE(cont.ok());
+  EXPECT_EQ(*cont, Ids(*tok, {"ab"}));
+  auto cont_sp = tok->Encode(" ab", false, false, true);
+  ASSERT_TRUE(cont_sp.ok());
+  EXPECT_EQ(*cont_sp, Ids(*tok, {"\u2581ab"}));
 }
 
 TEST(SpmTest, ByteFallbackAndUnknown) {
