@@ -38,6 +38,10 @@ struct Engine::Seq {
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
                std::unique_ptr<kv::Cache> cache, const EngineOptions& options)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), cache_(std::move(cache)), options_(options) {
+  const kv::KvLayout& l = cache_->layout();
+  const double budget_positions =
+      static_cast<double>(options_.kv_memory_bytes / l.page_bytes()) * static_cast<double>(l.page_tokens);
+  max_pinned_positions_ = static_cast<size_t>(budget_positions * std::clamp(options_.max_pinned_share, 0.0, 1.0));
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -251,7 +255,7 @@ void Engine::Step() {
     if (!s.pending.empty()) continue;  // prefill continues next step
     if (!s.prefilled) {
       s.prefilled = true;
-      if (s.req.pin_prefix) (void)cache_->Retain(s.ctx, /*pin=*/true);
+      if (s.req.pin_prefix) Pin(s.ctx);
       if (s.req.max_tokens == 0) {
         Finish(s, FinishReason::kLength);
         continue;
@@ -299,6 +303,29 @@ void Engine::Preempt(Seq& s) {
   std::lock_guard l(mu_);
   ++stats_.preempted;
   queue_.push_front(std::move(owned));
+}
+
+void Engine::Pin(const kv::Context& ctx) {
+  if (ctx.size() == 0 || ctx.size() > max_pinned_positions_) return;  // a prefix that big is not pinned
+  if (!cache_->Retain(ctx, /*pin=*/true).ok()) return;
+  // Counted in whole pages and without sharing: a conservative bound on what pins hold.
+  const size_t page = cache_->layout().page_tokens;
+  auto positions = [page](const std::vector<int32_t>& t) { return (t.size() + page - 1) / page * page; };
+  std::vector<int32_t> tokens = ctx.tokens();
+  auto same = std::find(pinned_.begin(), pinned_.end(), tokens);
+  if (same != pinned_.end()) {  // pinned again: it becomes the newest
+    pinned_positions_ -= positions(*same);
+    pinned_.erase(same);
+  }
+  pinned_positions_ += positions(tokens);
+  pinned_.push_back(std::move(tokens));
+  while (pinned_positions_ > max_pinned_positions_) {
+    (void)cache_->SetPinned(pinned_.front(), false);
+    pinned_positions_ -= positions(pinned_.front());
+    pinned_.pop_front();
+    std::lock_guard l(mu_);
+    ++stats_.unpinned;
+  }
 }
 
 void Engine::Resume(Seq& s) {

@@ -51,11 +51,15 @@ struct EngineOptions {
   size_t prefill_chunk = 256;     // prefill tokens per request per step
   size_t max_active = 16;         // requests in flight; the rest wait in the queue
   size_t max_queue = 256;         // requests waiting; Submit refuses more (kUnavailable)
+  // Pinned prefixes (Request::pin_prefix) hold at most this share of the KV budget; past it the oldest pin
+  // is released (its entry stays in the tree, evictable). Pins can then never starve other requests.
+  double max_pinned_share = 0.5;
 };
 
 struct EngineStats {
   uint64_t preempted = 0;  // requests that gave their memory back and resumed later
   uint64_t rejected = 0;   // Submit calls refused because the queue was full
+  uint64_t unpinned = 0;   // pinned prefixes released to keep pins within max_pinned_share
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -142,6 +146,7 @@ class Engine {
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
   void Preempt(Seq& s);
+  void Pin(const kv::Context& ctx);
   void Resume(Seq& s);
 
   std::unique_ptr<model::Model> model_;
@@ -159,6 +164,10 @@ class Engine {
   std::atomic<size_t> active_count_{0};
   // Set by a preemption: the queue waits until a running request finishes (scheduler thread only).
   bool hold_admission_ = false;
+  // Prefixes this engine pinned, oldest first, and their positions (scheduler thread only).
+  std::deque<std::vector<int32_t>> pinned_;
+  size_t pinned_positions_ = 0;
+  size_t max_pinned_positions_ = 0;
   std::thread thread_;
 };
 

@@ -337,5 +337,33 @@ TEST(Engine, AFailedSessionRequestHandsBackItsContextUnchanged) {
   EXPECT_TRUE(ev.tail.empty());
 }
 
+TEST(Engine, PinnedPrefixesStayWithinTheirShareOfMemory) {
+  EngineOptions o;
+  o.kv_memory_bytes = 8 * PageBytes();  // 8 pages of 64 positions; pins may hold 4
+  auto e = MakeEngine(o);
+  auto pin = [&](int salt) {
+    Request r = Greedy(Prompt(100, salt), 0);
+    r.pin_prefix = true;
+    ASSERT_TRUE(e->Generate(std::move(r)).ok());
+  };
+  pin(1);
+  pin(2);
+  EXPECT_EQ(e->cache().Stats().tree_pinned, 2u);
+  pin(3);  // 6 pinned pages > 4: the oldest pin is released
+  EXPECT_EQ(e->cache().Stats().tree_pinned, 2u);
+  EXPECT_EQ(e->stats().unpinned, 1u);
+  for (const auto& entry : e->cache().TreeEntries()) {
+    if (entry.tokens == Prompt(100, 1)) {
+      EXPECT_FALSE(entry.pinned);
+    }
+  }
+  // However many prefixes clients pin, a request of half the budget still runs.
+  for (int salt = 4; salt < 14; ++salt) pin(salt);
+  auto big = e->Generate(Greedy(Prompt(248, 99), 8));
+  EXPECT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_LE(e->cache().Stats().tree_pinned, 2u);
+  EXPECT_TRUE(e->cache().CheckInvariants().ok());
+}
+
 }  // namespace
 }  // namespace llamay::engine

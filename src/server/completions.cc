@@ -34,6 +34,22 @@ T Opt(const json& body, const char* key, T fallback) {
   return it == body.end() || it->is_null() ? fallback : it->get<T>();
 }
 
+// body[key] as an integer in [lo, hi] into *out; absent or null leaves *out. Anything else is a 400 that
+// names the field (a float, a string, 1e20, -3 where only 0..20 make sense).
+template <typename T>
+Status OptInt(const json& body, const char* key, int64_t lo, int64_t hi, T* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  const bool ok = it->is_number_integer() &&
+                  (it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                            : it->get<int64_t>() >= lo && it->get<int64_t>() <= hi);
+  if (!ok)
+    return InvalidArgumentError(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  *out = static_cast<T>(it->get<int64_t>());
+  return Status::Ok();
+}
+
 Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
   engine::Engine& engine = server.engine();
   p->chat = chat;
@@ -83,8 +99,10 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       p->n = body["n"].get<int>();
     }
     p->stream = Opt(body, "stream", false);
-    if (body.contains("stream_options") && body["stream_options"].is_object())
+    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+      if (!body["stream_options"].is_object()) return InvalidArgumentError("'stream_options' must be an object");
       p->include_usage = Opt(body["stream_options"], "include_usage", false);
+    }
     if (body.contains("stop") && !body["stop"].is_null()) {
       if (body["stop"].is_string()) {
         p->stop.push_back(body["stop"]);
@@ -104,20 +122,25 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
     sampling::SamplingParams& sp = p->sampling;
     sp.temperature = Opt(body, "temperature", 1.0f);
     sp.top_p = Opt(body, "top_p", 1.0f);
-    sp.top_k = Opt(body, "top_k", 0);
+    sp.top_k = 0;
+    LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_k", 0, INT32_MAX, &sp.top_k));
     sp.min_p = Opt(body, "min_p", 0.0f);
     sp.repeat_penalty = Opt(body, "repetition_penalty", 1.0f);
     sp.frequency_penalty = Opt(body, "frequency_penalty", 0.0f);
     sp.presence_penalty = Opt(body, "presence_penalty", 0.0f);
-    if (body.contains("seed") && body["seed"].is_number_integer()) {
-      sp.seed = body["seed"].get<uint64_t>();
+    if (body.contains("seed") && !body["seed"].is_null()) {
+      // Any 64-bit integer; a negative one is taken as its two's complement, as other servers do.
+      if (!body["seed"].is_number_integer()) return InvalidArgumentError("'seed' must be an integer");
+      sp.seed = body["seed"].is_number_unsigned() ? body["seed"].get<uint64_t>()
+                                                  : static_cast<uint64_t>(body["seed"].get<int64_t>());
       sp.has_seed = true;
     }
     LLAMAY_RETURN_IF_ERROR(sp.Validate());
-    if (chat && Opt(body, "logprobs", false)) p->top_logprobs = Opt(body, "top_logprobs", 0);
-    if (!chat && body.contains("logprobs") && body["logprobs"].is_number_integer())
-      p->top_logprobs = body["logprobs"].get<int>();
-    if (p->top_logprobs > 20) return InvalidArgumentError("top_logprobs must be at most 20");
+    if (chat && Opt(body, "logprobs", false)) {
+      p->top_logprobs = 0;
+      LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_logprobs", 0, 20, &p->top_logprobs));
+    }
+    if (!chat) LLAMAY_RETURN_IF_ERROR(OptInt(body, "logprobs", 0, 20, &p->top_logprobs));
   } catch (const json::exception& e) {
     return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
   }

@@ -147,6 +147,7 @@ void Server::Routes() {
     const engine::EngineStats es = engine_->stats();
     metric("llamay_requests_preempted_total", "counter", es.preempted, "Requests that gave back their KV memory and resumed");
     metric("llamay_requests_rejected_total", "counter", es.rejected, "Requests refused with 429 (queue full)");
+    metric("llamay_prefix_pins_released_total", "counter", es.unpinned, "Pinned prefixes released to stay within their share");
     res.set_content(out, "text/plain; version=0.0.4");
   });
   RegisterContextRoutes(*this, h);

@@ -199,6 +199,18 @@ TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   Post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"temperature", -2}}, 400);
+  // Wrong types and ranges are named, never ignored.
+  Post("/v1/completions", {{"prompt", "x"}, {"seed", "x"}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"logprobs", "x"}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"logprobs", -1}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"logprobs", 21}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"stream_options", 5}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"top_k", 1e20}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"top_k", 2.5}}, 400);
+  Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", true}, {"top_logprobs", -3}},
+       400);
+  json neg_seed = Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"seed", -1}, {"top_k", 5}});
+  EXPECT_EQ(neg_seed["usage"]["completion_tokens"], 2);
   Post("/v1/chat/completions", {{"messages", json::array()}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"llamay_session", "ctx_404"}}, 404);
   Post("/v1/contexts/ctx_9/fork?n=2", json::object(), 404);
