@@ -75,7 +75,10 @@ Status SaveSnapshot(const Context& ctx, const Digest& weights, const std::string
                     const SnapshotOptions& options = {});
 
 Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes);
-// A new context in `cache` holding the snapshot's positions. Nothing in the cache changes on failure.
+// A new context in `cache` holding the snapshot's positions. Nothing in the cache changes on failure: when
+// the pages fit without evicting anything, the KV section's checksum is verified while it is copied into
+// them (one pass over the bytes) and a mismatch releases them before the refusal; otherwise (and whenever
+// the digest or geometry differ) the whole checksum is verified before any page is allocated.
 Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights);
 Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights);
 

@@ -256,6 +256,65 @@ TEST(Snapshot, RestoreUnderMemoryPressureFailsCleanly) {
   ExpectInvariants(*cache);
 }
 
+// Restores of a MiB or more take the streaming-store path, and the CRC is checked a chunk at a time while
+// the pages are filled: the values must still be exact, and damage late in the KV section (after most pages
+// were filled) must still refuse the file and release every page.
+TEST(Snapshot, LargeRestoreIsExactAndRefusesLateDamage) {
+  KvLayout l;
+  l.n_layers = 2;
+  l.n_kv_heads = 8;
+  l.head_dim = 64;  // f16 rows of 1 KiB: 4 KiB per position
+  l.page_tokens = 64;
+  l.precision = KvPrecision::kF16;
+  auto cache = MakeCache(l);
+  Context c = cache->NewContext();
+  Fill(c, 601, 4);  // 2.3 MiB of KV, not a whole number of pages or CRC chunks
+  const Digest d = TestDigest(3);
+  for (bool native : {true, false}) {
+    SCOPED_TRACE(native ? "f16 on disk" : "f32 on disk");
+    const auto good = Snap(c, d, native);
+    auto r = RestoreSnapshot(*cache, good, d);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->tokens(), c.tokens());
+    EXPECT_EQ(ReadAll(*r), ReadAll(c));
+    r->Close();
+    const auto before = cache->Stats();
+    for (size_t at : {good.size() - 5, good.size() / 2, good.size() - 1}) {
+      auto bad = good;
+      bad[at] ^= 0x10;
+      EXPECT_EQ(RestoreError(*cache, bad, d), SnapshotError::kChecksum) << "byte " << at;
+    }
+    EXPECT_EQ(cache->Stats().pages_live, before.pages_live);
+    EXPECT_EQ(cache->Stats().contexts_live, before.contexts_live);
+    ExpectInvariants(*cache);
+  }
+}
+
+// A damaged file must not cost the prefix tree anything: when the pages would only fit by evicting, the
+// checksum is verified before any page is allocated.
+TEST(Snapshot, DamagedSnapshotNeverEvicts) {
+  KvLayout l = SmallLayout(4);
+  auto cache = MakeCache(l, 0, 6 * l.page_bytes());
+  const Digest d = TestDigest(1);
+  std::vector<uint8_t> good;
+  for (int salt : {1, 2}) {
+    Context c = cache->NewContext();
+    Fill(c, 10, salt, salt * 100);  // 3 pages each: the budget is full of evictable tree entries
+    if (good.empty()) good = Snap(c, d);
+    ASSERT_TRUE(cache->Retain(c).ok());
+  }
+  ASSERT_EQ(cache->Stats().tree_entries, 2u);
+  auto bad = good;
+  bad[bad.size() - 10] ^= 1;
+  EXPECT_EQ(RestoreError(*cache, bad, d), SnapshotError::kChecksum);
+  EXPECT_EQ(cache->Stats().tree_entries, 2u) << "a damaged snapshot evicted a tree entry";
+  EXPECT_EQ(cache->Stats().tree_evictions, 0u);
+  auto r = RestoreSnapshot(*cache, good, d);  // an intact one may evict to fit
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LT(cache->Stats().tree_entries, 2u);
+  ExpectInvariants(*cache);
+}
+
 // Golden files from earlier builds must keep loading. LLAMAY_WRITE_GOLDEN=1 regenerates them (only when
 // the format gains a version; old files stay).
 TEST(Snapshot, GoldenFilesOfVersion1StillLoad) {
