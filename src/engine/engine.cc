@@ -267,7 +267,7 @@ void Engine::Step() {
 
 void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   s.last = token;
-  if (tokenizer_->IsEog(token)) return Finish(s, FinishReason::kStop);
+  if (!s.req.ignore_eos && tokenizer_->IsEog(token)) return Finish(s, FinishReason::kStop);
   s.history.push_back(token);
   ++s.usage.completion_tokens;
   Event e;

@@ -76,6 +76,7 @@ struct Request {
   bool retain = true;        // retain the finished context in the prefix tree
   bool pin_prefix = false;   // pin the prompt's prefix in the tree (llamay_retain_prefix)
   int top_logprobs = -1;     // >= 0: report the chosen token's log probability and this many alternatives
+  bool ignore_eos = false;   // end-of-generation tokens do not end it (benchmarks; vLLM's ignore_eos)
 };
 
 struct Usage {

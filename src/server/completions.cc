@@ -23,6 +23,7 @@ struct Params {
   std::vector<std::string> stop;
   sampling::SamplingParams sampling;
   int top_logprobs = -1;  // chat: logprobs requested -> >= 0
+  bool ignore_eos = false;
   std::string session;
   bool retain_prefix = false;
 };
@@ -99,6 +100,7 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       p->n = body["n"].get<int>();
     }
     p->stream = Opt(body, "stream", false);
+    p->ignore_eos = Opt(body, "ignore_eos", false);
     if (body.contains("stream_options") && !body["stream_options"].is_null()) {
       if (!body["stream_options"].is_object()) return InvalidArgumentError("'stream_options' must be an object");
       p->include_usage = Opt(body["stream_options"], "include_usage", false);
@@ -177,6 +179,7 @@ struct Choice {
   size_t sent = 0;   // bytes of text already streamed
   json logprobs = json::array();
   bool done = false;
+  bool started = false;  // an event (a token or the end) has arrived
   std::string finish;
   engine::Usage usage;
 };
@@ -201,6 +204,7 @@ std::string FinishName(engine::FinishReason r) {
 // Applies one event to its choice. Returns new text ready to send (stream mode).
 std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
   Choice& c = job.choices[static_cast<size_t>(ci)];
+  c.started = true;
   if (c.done) return "";
   const tokenizer::Tokenizer& tok = server.engine().tokenizer();
   if (e.token >= 0) {
@@ -279,6 +283,7 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
     r.max_tokens = job->p.max_tokens;
     r.top_logprobs = job->p.top_logprobs;
+    r.ignore_eos = job->p.ignore_eos;
     r.pin_prefix = job->p.retain_prefix;
     return r;
   };
@@ -410,20 +415,65 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
   if (Status s = Launch(server, job); !s.ok()) return SendStatus(res, s);
 
   if (!job->p.stream) {
-    while (!AllDone(*job)) {
+    auto body = [job, chat]() -> json {
+      json choices = json::array();
+      for (size_t i = 0; i < job->choices.size(); ++i) choices.push_back(ChoiceJson(*job, i));
+      return {{"id", job->id},
+              {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", job->created},
+              {"model", job->model},
+              {"choices", choices},
+              {"usage", UsageJson(*job)}};
+    };
+    // Until every choice has started (admission errors and the first token arrive here), the status is
+    // still open: a request that fails by then gets its proper error status.
+    auto started = [&] {
+      return std::all_of(job->choices.begin(), job->choices.end(), [](const Choice& c) { return c.started; });
+    };
+    while (!AllDone(*job) && !started()) {
       std::pair<int, engine::Event> ev;
       if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
     }
-    if (!job->error.ok()) return SendStatus(res, job->error);
-    Account(server, *job);
-    json choices = json::array();
-    for (size_t i = 0; i < job->choices.size(); ++i) choices.push_back(ChoiceJson(*job, i));
-    return SendJson(res, {{"id", job->id},
-                          {"object", chat ? "chat.completion" : "text_completion"},
-                          {"created", job->created},
-                          {"model", job->model},
-                          {"choices", choices},
-                          {"usage", UsageJson(*job)}});
+    if (AllDone(*job)) {
+      if (!job->error.ok()) return SendStatus(res, job->error);
+      Account(server, *job);
+      return SendJson(res, body());
+    }
+    // Then the answer is a 200 whose body is written when the choices end, from a content provider: only
+    // it can see the client go away (cpp-httplib 0.11 shows a handler nothing of its connection). A closed
+    // connection shows only when a write fails, so while the choices run it writes a space (leading
+    // whitespace is valid JSON) every 250 ms; a client that left cancels its work within about two of
+    // those, as a streaming one does. A choice that fails this late (its KV no longer fits even alone)
+    // turns the body into an OpenAI error object.
+    auto last_write = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    res.set_chunked_content_provider("application/json", [&server, job, body, last_write](size_t,
+                                                                                           httplib::DataSink& sink) {
+      std::pair<int, engine::Event> ev;
+      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
+      if (!AllDone(*job)) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - *last_write >= std::chrono::milliseconds(250)) {
+          *last_write = now;
+          if (!sink.is_writable() || !sink.write(" ", 1)) {
+            CancelAll(server, *job);
+            return false;
+          }
+        }
+        return true;
+      }
+      std::string out;
+      if (job->error.ok()) {
+        Account(server, *job);
+        out = Dump(body());
+      } else {
+        out = Dump(json{{"error", {{"message", job->error.message()}, {"type", "server_error"}, {"param", nullptr},
+                                   {"code", nullptr}}}});
+      }
+      sink.write(out.data(), out.size());
+      sink.done();
+      return true;
+    });
+    return;
   }
 
   // Streaming: server-sent events from the connection's thread until every choice is done.

@@ -6,6 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -289,6 +294,33 @@ TEST_F(ServerTest, AFullQueueAnswers429AndLeavesASessionIntact) {
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("llamay_requests_rejected_total 2"), std::string::npos) << metrics->body;
+}
+
+TEST_F(ServerTest, AClientThatLeavesANonStreamingRequestCancelsIt) {
+  // A raw connection sends a generation that would run for minutes, waits until it runs, and closes.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = json({{"prompt", "go on"}, {"max_tokens", 1 << 20}, {"ignore_eos", true}}).dump();
+  const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine_->active() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(engine_->active(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(engine_->active(), 1u) << "the generation ended by itself: the test proves nothing";
+  ::close(fd);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine_->active() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine_->active(), 0u) << "the request kept running after its client left";
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
 }
 
 TEST_F(ServerTest, StateDirKeepsSessionsWithTheirPendingTokens) {
