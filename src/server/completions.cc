@@ -41,9 +41,14 @@ template <typename T>
 Status OptInt(const json& body, const char* key, int64_t lo, int64_t hi, T* out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return Status::Ok();
-  const bool ok = it->is_number_integer() &&
-                  (it->is_number_unsigned() ? it->get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                            : it->get<int64_t>() >= lo && it->get<int64_t>() <= hi);
+  // JSON non-negative integers arrive unsigned: compared as such, so 2^64-1 cannot wrap into range.
+  bool ok = false;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    ok = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else if (it->is_number_integer()) {
+    ok = it->get<int64_t>() >= lo && it->get<int64_t>() <= hi;
+  }
   if (!ok)
     return InvalidArgumentError(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
                                 std::to_string(hi) + "]");
@@ -89,16 +94,8 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       }
     }
     for (const char* key : {"max_tokens", "max_completion_tokens"})
-      if (body.contains(key) && !body[key].is_null()) {
-        if (!body[key].is_number_integer() || body[key].get<int64_t>() < 0 || body[key].get<int64_t>() > 1 << 20)
-          return InvalidArgumentError(std::string("'") + key + "' must be an integer in [0, 1048576]");
-        p->max_tokens = body[key].get<int>();
-      }
-    if (body.contains("n") && !body["n"].is_null()) {
-      if (!body["n"].is_number_integer() || body["n"].get<int64_t>() < 1 || body["n"].get<int64_t>() > 64)
-        return InvalidArgumentError("'n' must be an integer in [1, 64]");
-      p->n = body["n"].get<int>();
-    }
+      LLAMAY_RETURN_IF_ERROR(OptInt(body, key, 0, 1 << 20, &p->max_tokens));
+    LLAMAY_RETURN_IF_ERROR(OptInt(body, "n", 1, 64, &p->n));
     p->stream = Opt(body, "stream", false);
     p->ignore_eos = Opt(body, "ignore_eos", false);
     if (body.contains("stream_options") && !body["stream_options"].is_null()) {

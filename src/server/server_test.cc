@@ -205,6 +205,10 @@ TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", -1}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"temperature", -2}}, 400);
   // Wrong types and ranges are named, never ignored.
+  Post("/v1/completions", {{"prompt", "x"}, {"n", 0}}, 400);  // 0 arrives as an unsigned JSON number
+  Post("/v1/completions", {{"prompt", "x"}, {"n", 65}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", UINT64_MAX}}, 400);
+  Post("/v1/completions", {{"prompt", "x"}, {"max_completion_tokens", 1.5}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"seed", "x"}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"logprobs", "x"}}, 400);
   Post("/v1/completions", {{"prompt", "x"}, {"logprobs", -1}}, 400);

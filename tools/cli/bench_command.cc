@@ -50,7 +50,7 @@ Result<std::vector<double>> Measure(int reps, int tokens, F&& run) {
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
     LLAMAY_RETURN_IF_ERROR(run());
-    out.push_back(tokens / std::chrono::duration<double>(Clock::now() - t0).count());
+    out.push_back(tokens / SecondsSince(t0));
   }
   return out;
 }

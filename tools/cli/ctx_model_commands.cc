@@ -22,7 +22,6 @@ namespace llamay::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Options every model-backed ctx command takes.
 struct CommonOptions {
@@ -86,7 +85,7 @@ int RunBuild(const BuildOptions& o) {
   const auto t0 = Clock::now();
   auto logits = Prefill(model, ctx, *ids);  // the logits are not kept: restore recomputes what it needs
   if (!logits.ok()) return Fail(logits.status(), kExitFailure);
-  const double prefill_s = Since(t0);
+  const double prefill_s = SecondsSince(t0);
   if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output); !s.ok()) return Fail(s, kExitFailure);
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.output, ec);
@@ -159,7 +158,7 @@ int RunRestore(const RestoreOptions& o) {
   const auto t0 = Clock::now();
   auto ctx = kv::LoadSnapshot(*setup->cache, o.input, model.weight_digest());
   if (!ctx.ok()) return FailSnapshot(o.input, ctx.status());
-  const double restore_s = Since(t0);
+  const double restore_s = SecondsSince(t0);
   const size_t restored = ctx->size();
 
   // The new tokens continue the text: no BOS (an SPM vocabulary still gives the text its leading space).
@@ -184,7 +183,7 @@ int RunRestore(const RestoreOptions& o) {
   const auto t1 = Clock::now();
   auto logits = Prefill(model, *ctx, run);
   if (!logits.ok()) return Fail(logits.status(), kExitFailure);
-  const double prefill_s = Since(t1);
+  const double prefill_s = SecondsSince(t1);
   std::string text;
   auto gen = Decode(model, tok, *sampler, *ctx, std::move(*logits), std::move(history), o.n_predict,
                     [&](const std::string& piece) {

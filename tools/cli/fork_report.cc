@@ -19,7 +19,7 @@ ForkReport MeasureFork(const kv::Context& source, size_t n, std::string label, s
   const kv::CacheStats before = cache.Stats();
   const auto t0 = std::chrono::steady_clock::now();
   *branches = source.Fork(n);
-  r.fork_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.fork_seconds = SecondsSince(t0);
   const kv::CacheStats after = cache.Stats();
   r.pages_allocated = after.pages_allocated_total - before.pages_allocated_total;
   r.pages_live_before = before.pages_live;

@@ -34,4 +34,8 @@ std::string FormatDuration(double seconds) {
   return buf;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace llamay::cli

@@ -2,6 +2,7 @@
 #ifndef LLAMAY_TOOLS_CLI_FORMAT_H_
 #define LLAMAY_TOOLS_CLI_FORMAT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -9,6 +10,8 @@ namespace llamay::cli {
 
 std::string FormatBytes(uint64_t bytes);
 std::string FormatDuration(double seconds);
+// Seconds elapsed since t0 (steady clock): what every timing the CLI prints is measured with.
+double SecondsSince(std::chrono::steady_clock::time_point t0);
 
 }  // namespace llamay::cli
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "format.h"
 #include "tokenizer/detokenizer.h"
 
 namespace llamay::cli {
@@ -60,7 +61,7 @@ Result<DecodeStats> Decode(const model::Model& m, const tokenizer::Tokenizer& to
     LLAMAY_RETURN_IF_ERROR(m.Forward(std::span(&in, 1), &logits));
   }
   on_text(detok.Flush());
-  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.seconds = SecondsSince(t0);
   return st;
 }
 

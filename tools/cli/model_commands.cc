@@ -18,7 +18,6 @@ namespace llamay::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct RunOptions {
   std::string model;
@@ -52,7 +51,7 @@ int RunGenerate(const RunOptions& o) {
   const auto t0 = Clock::now();
   auto logits = Prefill(*m->model, ctx, *ids, o.batch);
   if (!logits.ok()) return Fail(logits.status(), kExitFailure);
-  const double prefill_s = Since(t0);
+  const double prefill_s = SecondsSince(t0);
   std::printf("%s", o.prompt.c_str());
   std::fflush(stdout);
   auto gen = Decode(*m->model, *m->tokenizer, *sampler, ctx, std::move(*logits), *ids, o.n_predict,
