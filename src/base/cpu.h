@@ -12,6 +12,11 @@ struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  // AVX-512 F/BW/VL and VNNI, each only with OS support for the ZMM and opmask state.
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
 };
 
 const CpuFeatures& GetCpuFeatures();

@@ -46,7 +46,7 @@ Steps SelectSteps(const AttentionParams& p, Isa isa) {
 #if defined(__x86_64__)
   const bool fits =
       p.head_dim % 8 == 0 && (p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0);
-  if (isa == Isa::kAvx2 && fits) return {avx2::DecodeKvSlice, avx2::DotF32, avx2::Softmax, avx2::Axpy};
+  if (UsesAvx2(isa) && fits) return {avx2::DecodeKvSlice, avx2::DotF32, avx2::Softmax, avx2::Axpy};
 #else
   (void)isa;
 #endif

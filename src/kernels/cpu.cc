@@ -1,18 +1,59 @@
 #include "kernels/cpu.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "base/cpu.h"
 
 namespace llamay::kernels {
 
-Isa DetectIsa() {
-  // The AVX2 paths also use FMA and F16C (base/cpu.h reads all three, with the OS's YMM support).
+Isa SupportedIsa() {
   static const Isa isa = [] {
+#if defined(__x86_64__)
+    // The AVX2 paths also use FMA and F16C (base/cpu.h reads all three, with the OS's YMM support).
     const CpuFeatures& f = GetCpuFeatures();
-    return f.avx2 && f.fma && f.f16c ? Isa::kAvx2 : Isa::kScalar;
+    if (!(f.avx2 && f.fma && f.f16c)) return Isa::kScalar;
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) return Isa::kAvx512;
+    return Isa::kAvx2;
+#else
+    return Isa::kScalar;
+#endif
   }();
   return isa;
 }
 
-std::string_view IsaName(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
+Isa DetectIsa() {
+  static const Isa isa = [] {
+    const Isa best = SupportedIsa();
+    const char* cap = std::getenv("LLAMAY_ISA");
+    if (cap == nullptr || *cap == '\0') return best;
+    const std::string c = cap;
+    Isa want = best;
+    if (c == "scalar") {
+      want = Isa::kScalar;
+    } else if (c == "avx2") {
+      want = Isa::kAvx2;
+    } else if (c == "avx512") {
+      want = Isa::kAvx512;
+    } else {
+      std::fprintf(stderr, "llamay: ignoring LLAMAY_ISA=%s (expected scalar, avx2 or avx512)\n", cap);
+    }
+    return std::min(want, best);
+  }();
+  return isa;
+}
+
+std::string_view IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
+}
 
 }  // namespace llamay::kernels

@@ -49,11 +49,7 @@ std::vector<float> RunMatMul(const Problem& p, ThreadPool* pool, Isa isa, int64_
   return y;
 }
 
-std::vector<Isa> Isas() {
-  std::vector<Isa> v = {Isa::kScalar};
-  if (DetectIsa() == Isa::kAvx2) v.push_back(Isa::kAvx2);
-  return v;
-}
+std::vector<Isa> Isas() { return test_util::SupportedIsas(); }
 
 TEST(MatMul, EveryElementIsTheReferenceDot) {
   std::mt19937 rng(10);

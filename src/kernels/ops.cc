@@ -12,7 +12,7 @@ namespace {
 
 bool UseAvx2(Isa isa) {
 #if defined(__x86_64__)
-  return isa == Isa::kAvx2;
+  return UsesAvx2(isa);
 #else
   (void)isa;
   return false;

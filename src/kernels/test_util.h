@@ -9,10 +9,19 @@
 
 #include "base/numeric.h"
 #include "base/tensor_type.h"
+#include "kernels/cpu.h"
 #include "kernels/dequant.h"
 #include "kernels/quant_blocks.h"
 
 namespace llamay::kernels::test_util {
+
+// Every ISA level this CPU can run (ignoring LLAMAY_ISA), scalar first.
+inline std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> v = {Isa::kScalar};
+  if (SupportedIsa() >= Isa::kAvx2) v.push_back(Isa::kAvx2);
+  if (SupportedIsa() >= Isa::kAvx512) v.push_back(Isa::kAvx512);
+  return v;
+}
 
 inline std::vector<float> RandomFloats(std::mt19937& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);

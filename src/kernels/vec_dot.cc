@@ -112,7 +112,7 @@ void QuantizeActivationRow(ActFormat f, const float* x, int64_t n, void* act) {
 
 TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx2) {
+  if (UsesAvx2(isa)) {
     const bool whole8 = n_in % 8 == 0;
     switch (type) {
       case TensorType::kF32:
