@@ -126,6 +126,42 @@ TEST(Numeric, Q8_0QuantizesWithinHalfAStep) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(q[0].qs[j], 0);
 }
 
+// The dispatched quantiser (AVX2 where the CPU has it) against the portable one, bit for bit: random
+// blocks at many scales, ties at .5 (lround rounds away from zero), values just below .5, subnormal
+// scales (1/d far from 127/amax), zeros, infinities and NaN.
+TEST(Numeric, Q8_0DispatchedMatchesPortableBitForBit) {
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  for (float scale : {1e-40f, 1e-37f, 1e-3f, 1.0f, 3.0f, 1e4f, 3e38f}) {
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    for (int i = 0; i < 32 * 64; ++i) x.push_back(dist(rng));
+  }
+  std::vector<float> ties(32);  // amax 127 gives d = 1 and id = 1: x * id is x itself
+  for (int j = 0; j < 32; ++j) ties[j] = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j) + 0.5f);
+  ties[0] = 127.0f;
+  ties[1] = 0.49999997f;
+  ties[2] = -0.49999997f;
+  ties[3] = -0.0f;
+  x.insert(x.end(), ties.begin(), ties.end());
+  std::vector<float> odd(32 * 4, 0.0f);
+  odd[5] = INFINITY;
+  odd[32 + 7] = NAN;
+  odd[64 + 1] = -INFINITY, odd[64 + 2] = 1.0f;
+  odd[96 + 3] = NAN, odd[96 + 4] = 2.5f, odd[96 + 5] = -1.25f;
+  x.insert(x.end(), odd.begin(), odd.end());
+  const size_t nb = x.size() / 32;
+  std::vector<BlockQ8_0> a(nb), b(nb);
+  QuantizeRowQ8_0(x.data(), a.data(), x.size());
+  QuantizeRowQ8_0Portable(x.data(), b.data(), x.size());
+  for (size_t i = 0; i < nb; ++i) {
+    EXPECT_EQ(a[i].d, b[i].d) << "block " << i;
+    EXPECT_EQ(std::memcmp(a[i].qs, b[i].qs, 32), 0) << "block " << i;
+  }
+  EXPECT_EQ(b[nb - 5].qs[1], 0);   // 0.49999997 rounds down
+  EXPECT_EQ(b[nb - 5].qs[4], 5);   // 4.5 rounds away from zero
+  EXPECT_EQ(b[nb - 5].qs[5], -6);  // -5.5 too
+}
+
 TEST(Status, ResultAndMacros) {
   auto f = [](int x) -> Result<int> {
     if (x < 0) return InvalidArgumentError("negative");

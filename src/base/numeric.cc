@@ -68,7 +68,7 @@ uint16_t F32ToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n) {
+void QuantizeRowQ8_0Portable(const float* x, BlockQ8_0* y, size_t n) {
   const size_t nb = n / kQ8_0BlockSize;
   for (size_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQ8_0BlockSize;
@@ -122,8 +122,68 @@ __attribute__((target("avx,f16c"))) void ConvertF16ToF32F16c(const uint16_t* x, 
   for (; i < n; ++i) y[i] = F16ToF32(x[i]);
 }
 
+bool HaveAvx2() {
+  const CpuFeatures& f = GetCpuFeatures();
+  return f.avx2 && f.f16c;
+}
+
+// QuantizeRowQ8_0Portable with eight lanes, bit for bit:
+//  - amax: max is exact and order-free; vmaxps(|x|, acc) returns acc when |x| is NaN, as fmax ignores it.
+//  - d and id are the same scalar operations.
+//  - lround (half away from zero) as trunc(|v|) + (|v| - trunc(|v|) >= 0.5), exact for |v| < 2^23, with
+//    v's sign put back; NaN converts to 0x80000000 as lround's LONG_MIN does, and both keep the low byte.
+__attribute__((target("avx2,f16c"))) void QuantizeRowQ8_0Avx2(const float* x, BlockQ8_0* y, size_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  // Low byte of each int32 lane, lanes 0-3 then 4-7 of each 128-bit half.
+  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i gather = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const size_t nb = n / kQ8_0BlockSize;
+  for (size_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQ8_0BlockSize;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 p = _mm256_mul_ps(v[k], idv);
+      const __m256 a = _mm256_and_ps(p, abs_mask);
+      const __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(a, t), half, _CMP_GE_OQ), one);
+      const __m256 r = _mm256_or_ps(_mm256_add_ps(t, up), _mm256_and_ps(p, sign_mask));
+      q[k] = _mm256_shuffle_epi8(_mm256_cvttps_epi32(r), low_bytes);  // 4 bytes in each 128-bit half
+    }
+    // Bytes of q[k] sit at dword 0 (elements 8k..8k+3) and dword 4 (8k+4..8k+7); interleave them in order.
+    const __m256i lo = _mm256_unpacklo_epi32(q[0], q[1]);  // dwords: q0e0 q1e0 ... | q0e4 q1e4 ...
+    const __m256i hi = _mm256_unpacklo_epi32(q[2], q[3]);
+    const __m256i both = _mm256_unpacklo_epi64(lo, hi);  // q0a q1a q2a q3a | q0b q1b q2b q3b
+    // Wanted dword order: q0a q0b q1a q1b q2a q2b q3a q3b = dwords 0,4,1,5,2,6,3,7 of `both`.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), _mm256_permutevar8x32_epi32(both, gather));
+  }
+}
+
 }  // namespace
 #endif
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n) {
+#ifdef LLAMAY_NUMERIC_X86
+  if (HaveAvx2()) return QuantizeRowQ8_0Avx2(x, y, n);
+#endif
+  QuantizeRowQ8_0Portable(x, y, n);
+}
 
 void ConvertF32ToF16(const float* x, uint16_t* y, size_t n) {
 #ifdef LLAMAY_NUMERIC_X86

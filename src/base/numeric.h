@@ -31,8 +31,10 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes, as in GGUF");
 
-// REQUIRES: n % 32 == 0.
+// REQUIRES: n % 32 == 0. d = F32ToF16(max|x| / 127), q = lround(x * (1 / that unrounded d)) (0 for NaN).
+// Uses AVX2 when the CPU has it, with the same bits as the portable code (exposed for tests).
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n);
+void QuantizeRowQ8_0Portable(const float* x, BlockQ8_0* y, size_t n);
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, size_t n);
 
 // Row conversions; use the F16C instructions when the CPU has them (same results as the portable code,

@@ -19,8 +19,9 @@ namespace llamay::kernels {
 using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act,
                         size_t act_stride, int64_t tokens, int64_t n_in, float* y, size_t y_stride);
 
-// The kernel for a weight type on an instruction set; falls back to the scalar kernel where a type has no
-// AVX2 kernel or n_in does not fit it. REQUIRES: MatMulSupports(type).
+// The kernel for a weight type on an instruction set; falls back to the AVX2 kernel where a type has no
+// AVX-512 kernel, and to the scalar kernel where it has no AVX2 kernel or n_in does not fit it.
+// REQUIRES: MatMulSupports(type).
 TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in);
 
 #if defined(__x86_64__)
@@ -35,6 +36,7 @@ void TileAvx2Q5_1(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64
 void TileAvx2Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx2Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx2Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 #endif
 
 }  // namespace llamay::kernels

@@ -145,35 +145,77 @@ TEST(VecDot, MatchesDequantizedDotWithinRounding) {
   }
 }
 
-TEST(VecDot, Avx2MatchesScalarBits) {
+// Every SIMD level against the scalar kernel, bit for bit, over register-tile edges: 1..10 tokens (single
+// tokens, pairs and a lone last token) and row counts around every kernel's register tile.
+TEST(VecDot, SimdMatchesScalarBits) {
   if (SupportedIsa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(3);
   for (TensorType t : kAllTypes) {
     const std::vector<int64_t> sizes =
         IsK(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 1024};
     for (int64_t n : sizes) {
-      SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n));
-      const int64_t rows = 7, tokens = 6;
-      const auto w = test_util::RandomRawWeights(rng, t, rows, n);
-      const ActFormat f = ActivationFormat(t);
-      const size_t as = ActivationRowBytes(f, n), ws = TypeRowBytes(t, n);
-      std::vector<uint8_t> act(as * tokens);
-      for (int64_t k = 0; k < tokens; ++k) {
-        auto x = RandomFloats(rng, n, k == 0 ? 1e-3f : 10.0f);
-        QuantizeActivationRow(f, x.data(), n, act.data() + k * as);
+      for (auto [rows, tokens] : {std::pair<int64_t, int64_t>{7, 6}, {9, 1}, {1, 1}, {3, 9}, {13, 10}, {8, 2}}) {
+        SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n) + " rows=" +
+                     std::to_string(rows) + " tokens=" + std::to_string(tokens));
+        const auto w = test_util::RandomRawWeights(rng, t, rows, n);
+        const ActFormat f = ActivationFormat(t);
+        const size_t as = ActivationRowBytes(f, n), ws = TypeRowBytes(t, n);
+        std::vector<uint8_t> act(as * tokens);
+        for (int64_t k = 0; k < tokens; ++k) {
+          auto x = RandomFloats(rng, n, k == 0 ? 1e-3f : 10.0f);
+          QuantizeActivationRow(f, x.data(), n, act.data() + k * as);
+        }
+        std::vector<float> ys(rows * tokens);
+        GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
+        for (Isa isa : test_util::SupportedIsas()) {
+          if (isa == Isa::kScalar) continue;
+          std::vector<float> yv(rows * tokens, -1.0f);
+          GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
+          int64_t first_diff = -1;  // every type reports, not only the first that differs
+          for (int64_t i = rows * tokens - 1; i >= 0; --i)
+            if (test_util::Bits(ys[i]) != test_util::Bits(yv[i])) first_diff = i;
+          EXPECT_EQ(first_diff, -1) << IsaName(isa) << ": scalar " << ys[std::max<int64_t>(first_diff, 0)]
+                                    << " vs " << yv[std::max<int64_t>(first_diff, 0)];
+          for (int64_t r = 0; r < rows; ++r)
+            EXPECT_EQ(test_util::Bits(VecDot(t, w.data() + r * ws, act.data(), n, isa)), test_util::Bits(ys[r]))
+                << IsaName(isa);
+        }
       }
-      std::vector<float> ys(rows * tokens), yv(rows * tokens);
-      GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
-      GetTileFn(t, Isa::kAvx2, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
-      int64_t first_diff = -1;  // every type reports, not only the first that differs
-      for (int64_t i = rows * tokens - 1; i >= 0; --i)
-        if (test_util::Bits(ys[i]) != test_util::Bits(yv[i])) first_diff = i;
-      EXPECT_EQ(first_diff, -1) << "scalar " << ys[std::max<int64_t>(first_diff, 0)] << " vs avx2 "
-                                << yv[std::max<int64_t>(first_diff, 0)];
-      for (int64_t r = 0; r < rows; ++r)
-        EXPECT_EQ(test_util::Bits(VecDot(t, w.data() + r * ws, act.data(), n, Isa::kAvx2)),
-                  test_util::Bits(ys[r]));
     }
+  }
+}
+
+// Extreme Q8_0 blocks: weights of -128 (which no quantiser writes, but a file may hold) and +-127 against
+// activations of +-127, where a saturating or sign-flipping kernel would go wrong.
+TEST(VecDot, Q8_0ExtremesMatchOnEveryLevel) {
+  const int64_t n = 64, rows = 5, tokens = 3;
+  std::vector<BlockQ8_0> w(rows * 2), a(tokens * 2);
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i].d = F32ToF16(0.5f + static_cast<float>(i));
+    for (int j = 0; j < 32; ++j) w[i].qs[j] = static_cast<int8_t>((i + j) % 3 == 0 ? -128 : (j % 2 ? 127 : -127));
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i].d = F32ToF16(0.25f * static_cast<float>(i + 1));
+    for (int j = 0; j < 32; ++j) a[i].qs[j] = static_cast<int8_t>((i + j) % 2 ? 127 : -127);
+  }
+  const auto* wp = reinterpret_cast<const uint8_t*>(w.data());
+  const auto* ap = reinterpret_cast<const uint8_t*>(a.data());
+  const size_t ws = 2 * sizeof(BlockQ8_0), as = ws;
+  std::vector<float> ys(rows * tokens);
+  GetTileFn(TensorType::kQ8_0, Isa::kScalar, n)(wp, ws, rows, ap, as, tokens, n, ys.data(), rows);
+  // The scalar kernel against plain integer arithmetic: lane sums of 4 are exact, so check one value.
+  int64_t lane = 0;
+  for (int j = 0; j < 4; ++j) lane += static_cast<int64_t>(w[0].qs[j]) * a[0].qs[j];
+  EXPECT_NE(lane, 0);
+  for (Isa isa : test_util::SupportedIsas()) {
+    std::vector<float> yv(rows * tokens);
+    GetTileFn(TensorType::kQ8_0, isa, n)(wp, ws, rows, ap, as, tokens, n, yv.data(), rows);
+    EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(test_util::Bits(VecDot(TensorType::kQ8_0, wp + r * ws, ap + t * as, n, isa)),
+                  test_util::Bits(ys[t * rows + r]))
+            << IsaName(isa) << " row " << r << " token " << t;
   }
 }
 
