@@ -7,6 +7,7 @@
 //   kernels_bench --benchmark_filter='MatMul/q8_0/n_out:2816/n_in:1024/tokens:8/threads:2'
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,9 +15,11 @@
 #include <vector>
 
 #include "base/numeric.h"
+#include "kernels/attention.h"
 #include "kernels/cpu.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
+#include "kernels/ops_avx2.h"
 #include "kernels/thread_pool.h"
 
 namespace llamay::kernels {
@@ -131,6 +134,169 @@ BENCHMARK_CAPTURE(BM_MatMul, f16, TensorType::kF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q8_0, TensorType::kQ8_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q4_0, TensorType::kQ4_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q4_K, TensorType::kQ4_K)->Apply(Shapes);
+
+// Paged attention at the peer model's shape (16 heads, 8 kv heads, head_dim 64, 64-token pages, 2 threads).
+//   Prefill:    512 queries after `depth` positions of context (one sequence, causal).
+//   DecodeStep: 8 forked streams, each one query, sharing a `prefix`-position prefix plus 1..8 private
+//               positions each: one AttentionPagedMulti call, or 8 AttentionPagedBatch calls.
+// impl 0 is the kernel as it was before query blocking (every query decodes every row it sees for itself),
+// kept here as LegacyAttentionPagedBatch to measure against in the same run. Example:
+//   kernels_bench --benchmark_filter='Attention' --benchmark_repetitions=5 --benchmark_report_aggregates_only
+constexpr int kAttnHeads = 16, kAttnKvHeads = 8, kAttnHeadDim = 64;
+constexpr int64_t kAttnPageTokens = 64;
+
+#if defined(__x86_64__)
+// The pre-blocking AVX2 kernel (AttendGroup of attention.cc before it processed tiles of queries).
+void LegacyAttendGroup(const float* q_i, int64_t pos, int g, const uint8_t* const* pages,
+                       const KvPageGeometry& geo, const AttentionParams& p, float* out_i) {
+  const int group = p.n_head / p.n_kv_heads;
+  const int64_t hd = p.head_dim, n_vis = pos + 1;
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(group * n_vis + hd));
+  float* scores = scratch.data();
+  float* kv = scores + group * n_vis;
+  for (int64_t j = 0; j <= pos; ++j) {
+    const uint8_t* page = pages[j / geo.page_tokens];
+    avx2::DecodeKvSlice(p.kv_type, page + geo.k_offset + (j % geo.page_tokens) * geo.row_bytes, g * hd, hd,
+                        kv);
+    for (int hh = 0; hh < group; ++hh)
+      scores[hh * n_vis + j] = avx2::DotF32(q_i + (g * group + hh) * hd, kv, hd) * p.scale;
+  }
+  for (int hh = 0; hh < group; ++hh) avx2::Softmax(scores + hh * n_vis, n_vis, scores + hh * n_vis);
+  for (int hh = 0; hh < group; ++hh) std::fill_n(out_i + (g * group + hh) * hd, hd, 0.0f);
+  for (int64_t j = 0; j <= pos; ++j) {
+    const uint8_t* page = pages[j / geo.page_tokens];
+    avx2::DecodeKvSlice(p.kv_type, page + geo.v_offset + (j % geo.page_tokens) * geo.row_bytes, g * hd, hd,
+                        kv);
+    for (int hh = 0; hh < group; ++hh)
+      avx2::Axpy(scores[hh * n_vis + j], kv, hd, out_i + (g * group + hh) * hd);
+  }
+}
+
+void LegacyAttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q,
+                               const uint8_t* const* pages, const KvPageGeometry& geo,
+                               const AttentionParams& p, float* out, ThreadPool* pool) {
+  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  pool->ParallelFor(n_q * p.n_kv_heads, [&](int64_t t, int) {
+    const int64_t i = t / p.n_kv_heads;
+    LegacyAttendGroup(q + i * stride, positions[i], static_cast<int>(t % p.n_kv_heads), pages, geo, p,
+                      out + i * stride);
+  });
+}
+#endif
+
+// Pages of one layer's K/V rows filled with random values of the cache precision.
+struct AttnPages {
+  std::vector<std::vector<uint8_t>> memory;  // one buffer per page
+  KvPageGeometry geo;
+  const uint8_t* Add(std::mt19937& rng, TensorType t) {
+    const int64_t kv_dim = kAttnKvHeads * kAttnHeadDim;
+    geo = LayerMajorGeometry(kAttnPageTokens, TypeRowBytes(t, kv_dim), 0);
+    std::vector<uint8_t> page(2 * kAttnPageTokens * geo.row_bytes);
+    std::normal_distribution<float> d;
+    std::vector<float> x(kv_dim);
+    for (int64_t r = 0; r < 2 * kAttnPageTokens; ++r) {
+      for (auto& v : x) v = d(rng);
+      QuantizeRow(t, x.data(), page.data() + r * geo.row_bytes, kv_dim);
+    }
+    memory.push_back(std::move(page));
+    return memory.back().data();
+  }
+};
+
+AttentionParams PeerAttention(TensorType t) { return {kAttnHeads, kAttnKvHeads, kAttnHeadDim, 0.125f, 0, t}; }
+
+std::vector<float> RandomQueries(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> d;
+  std::vector<float> q(n * kAttnHeads * kAttnHeadDim);
+  for (auto& v : q) v = d(rng);
+  return q;
+}
+
+void BM_AttentionPrefill(benchmark::State& state, TensorType t) {
+  const int64_t depth = state.range(0), n_q = 512;
+  const int impl = static_cast<int>(state.range(1));
+  std::mt19937 rng(4);
+  AttnPages pp;
+  std::vector<const uint8_t*> pages;
+  for (int64_t j = 0; j < depth + n_q; j += kAttnPageTokens) pages.push_back(pp.Add(rng, t));
+  std::vector<int64_t> positions(n_q);
+  for (int64_t i = 0; i < n_q; ++i) positions[i] = depth + i;
+  const auto q = RandomQueries(rng, n_q);
+  std::vector<float> out(q.size());
+  const AttentionParams p = PeerAttention(t);
+  ThreadPool* pool = Pool(2);
+  for (auto _ : state) {
+#if defined(__x86_64__)
+    if (impl == 0)
+      LegacyAttentionPagedBatch(q.data(), positions.data(), n_q, pages.data(), pp.geo, p, out.data(), pool);
+#endif
+    if (impl == 1)
+      AttentionPagedBatch(q.data(), positions.data(), n_q, pages.data(), pp.geo, p, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(TensorTypeName(t)) + (impl == 0 ? " before" : " blocked"));
+}
+
+void BM_AttentionDecodeStep(benchmark::State& state, TensorType t) {
+  const int64_t prefix = state.range(0), n_seqs = 8;
+  const int impl = static_cast<int>(state.range(1));
+  std::mt19937 rng(5);
+  AttnPages pp;
+  std::vector<const uint8_t*> shared;
+  for (int64_t j = 0; j < prefix; j += kAttnPageTokens) shared.push_back(pp.Add(rng, t));
+  std::vector<std::vector<const uint8_t*>> pages(n_seqs, shared);
+  std::vector<int64_t> positions(n_seqs);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    positions[s] = prefix + s;  // 1..8 private positions; prefix is a multiple of the page size
+    pages[s].push_back(pp.Add(rng, t));
+  }
+  const auto q = RandomQueries(rng, n_seqs);
+  std::vector<float> out(q.size());
+  const int64_t stride = kAttnHeads * kAttnHeadDim;
+  std::vector<AttentionSeq> seqs;
+  for (int64_t s = 0; s < n_seqs; ++s)
+    seqs.push_back({&q[s * stride], &positions[s], 1, pages[s].data(), &out[s * stride]});
+  const AttentionParams p = PeerAttention(t);
+  ThreadPool* pool = Pool(2);
+  for (auto _ : state) {
+    if (impl == 2) {
+      AttentionPagedMulti(seqs, pp.geo, p, pool);
+    } else {
+      for (const AttentionSeq& s : seqs) {
+#if defined(__x86_64__)
+        if (impl == 0) LegacyAttentionPagedBatch(s.q, s.positions, 1, s.pages, pp.geo, p, s.out, pool);
+#endif
+        if (impl == 1) AttentionPagedBatch(s.q, s.positions, 1, s.pages, pp.geo, p, s.out, pool);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(TensorTypeName(t)) + (impl == 0   ? " before, 8 calls"
+                                                   : impl == 1 ? " blocked, 8 calls"
+                                                               : " multi, 1 call"));
+}
+
+BENCHMARK_CAPTURE(BM_AttentionPrefill, f16, TensorType::kF16)
+    ->ArgsProduct({{0, 2048, 4096}, {0, 1}})
+    ->ArgNames({"depth", "impl"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionPrefill, q8_0, TensorType::kQ8_0)
+    ->ArgsProduct({{0, 2048, 4096}, {0, 1}})
+    ->ArgNames({"depth", "impl"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeStep, f16, TensorType::kF16)
+    ->ArgsProduct({{512, 2048}, {0, 1, 2}})
+    ->ArgNames({"prefix", "impl"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeStep, q8_0, TensorType::kQ8_0)
+    ->ArgsProduct({{512, 2048}, {0, 1, 2}})
+    ->ArgNames({"prefix", "impl"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace llamay::kernels

@@ -11,13 +11,24 @@
 namespace llamay::kernels {
 namespace {
 
-// The four steps whose implementation differs between the scalar and AVX2 paths; everything else (the
-// loop structure, hence the order of every reduction) is shared.
+// A tile's scores stay under this many floats (4 MiB per thread) unless one query alone needs more.
+constexpr int64_t kMaxTileScores = int64_t{1} << 20;
+// A block of positions decodes into about this many bytes of f32 rows per sequence: small enough to stay
+// in L1 while every query of the tile reads them.
+constexpr int64_t kBlockBytes = 16 << 10;
+// How many rows ahead of the one being decoded to prefetch.
+constexpr int64_t kPrefetchRows = 4;
+
+// The steps whose implementation differs between the scalar and AVX2 paths; the loop structure, hence the
+// order of every reduction, is shared.
 struct Steps {
-  void (*decode)(TensorType, const uint8_t*, int64_t, int64_t, float*);
-  float (*dot)(const float*, const float*, int64_t);
-  void (*softmax)(const float*, int64_t, float*);
-  void (*axpy)(float, const float*, int64_t, float*);
+  // out [n] = elements [start, start + n) of a KV row, decoded exactly.
+  void (*decode)(TensorType type, const uint8_t* row, int64_t start, int64_t n, float* out);
+  // out[r] = dot(q, k_rows[r]) * scale in RefDotF32's order.
+  void (*scores)(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale, float* out);
+  void (*softmax)(const float* x, int64_t n, float* y);
+  // For r in order: out[d] = out[d] + w[r] * v_rows[r][d].
+  void (*accumulate)(const float* w, const float* const* v_rows, int64_t n, int64_t hd, float* out);
 };
 
 void DecodeScalar(TensorType type, const uint8_t* row, int64_t start, int64_t n, float* out) {
@@ -38,19 +49,31 @@ void DecodeScalar(TensorType type, const uint8_t* row, int64_t start, int64_t n,
   }
 }
 
-void AxpyScalar(float a, const float* x, int64_t n, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = y[i] + a * x[i];
+void ScoresScalar(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale,
+                  float* out) {
+  for (int64_t r = 0; r < n; ++r) out[r] = RefDotF32(q, k_rows[r], hd) * scale;
+}
+
+void AccumulateScalar(const float* w, const float* const* v_rows, int64_t n, int64_t hd, float* out) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t d = 0; d < hd; ++d) out[d] = out[d] + w[r] * v_rows[r][d];
 }
 
 Steps SelectSteps(const AttentionParams& p, Isa isa) {
+  Steps s{DecodeScalar, ScoresScalar, RefSoftmax, AccumulateScalar};
 #if defined(__x86_64__)
-  const bool fits =
-      p.head_dim % 8 == 0 && (p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0);
-  if (UsesAvx2(isa) && fits) return {avx2::DecodeKvSlice, avx2::DotF32, avx2::Softmax, avx2::Axpy};
+  if (!UsesAvx2(isa)) return s;
+  s.softmax = avx2::Softmax;
+  if (p.head_dim % 8 != 0) return s;
+  s.scores = avx2::AttnScores;
+  s.accumulate = avx2::AttnAccumulate;
+  // A head's slice of a Q8_0 row must start and end on a block boundary to decode it block by block.
+  if (p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0) s.decode = avx2::DecodeKvSlice;
 #else
+  (void)p;
   (void)isa;
 #endif
-  return {DecodeScalar, RefDotF32, RefSoftmax, AxpyScalar};
+  return s;
 }
 
 void CheckParams(const KvPageGeometry& geo, const AttentionParams& p) {
@@ -62,57 +85,287 @@ void CheckParams(const KvPageGeometry& geo, const AttentionParams& p) {
       << "unsupported KV type " << TensorTypeName(p.kv_type);
 }
 
-// Query i (at position pos) for the heads sharing kv head g: q_i, out_i are [n_head][head_dim].
-void AttendGroup(const float* q_i, int64_t pos, int g, const uint8_t* const* pages, const KvPageGeometry& geo,
-                 const AttentionParams& p, const Steps& steps, float* out_i) {
-  const int group = p.n_head / p.n_kv_heads;
-  const int64_t hd = p.head_dim;
-  const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
-  const int64_t n_vis = pos - lo + 1;
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(group * n_vis + hd));
-  float* scores = scratch.data();      // [group][n_vis]
-  float* kv = scores + group * n_vis;  // one decoded K or V slice [head_dim]
+// One query of the call.
+struct QueryRef {
+  const float* q;   // [n_head][head_dim]
+  float* out;       // [n_head][head_dim]
+  int64_t lo, pos;  // it sees positions lo..pos
+  int64_t seq;      // index into the call's sequences
+  int64_t share;    // the first sequence whose page 0 is this one's: forked sequences share pages
+};
 
-  // 1. Scores: each K slice is decoded once for all heads of the group.
-  for (int64_t j = lo; j <= pos; ++j) {
-    const uint8_t* page = pages[j / geo.page_tokens];
-    steps.decode(p.kv_type, page + geo.k_offset + (j % geo.page_tokens) * geo.row_bytes, g * hd, hd, kv);
-    for (int hh = 0; hh < group; ++hh)
-      scores[hh * n_vis + (j - lo)] = steps.dot(q_i + (g * group + hh) * hd, kv, hd) * p.scale;
+// Queries [begin, end) of the plan: one task per kv head.
+struct Tile {
+  int64_t begin, end;
+  int64_t cost;  // scores to compute (and V rows to accumulate) over all heads: for ordering tasks
+};
+
+struct Plan {
+  std::vector<QueryRef> queries;  // ordered by (share, pos), then call order
+  std::vector<Tile> tiles;        // most expensive first
+};
+
+// Orders the queries so that a tile holds neighbouring positions of sequences likely to share pages, and
+// cuts them into tiles.
+Plan MakePlan(std::span<const AttentionSeq> seqs, const AttentionParams& p) {
+  const int group = p.n_head / p.n_kv_heads;
+  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  Plan plan;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const AttentionSeq& sq = seqs[s];
+    if (sq.n_q <= 0) continue;
+    LLAMAY_CHECK(sq.pages != nullptr && sq.positions != nullptr && sq.q != nullptr && sq.out != nullptr)
+        << "attention sequence " << s << " lacks an array";
+    int64_t share = static_cast<int64_t>(s);
+    for (size_t t = 0; t < s; ++t)
+      if (seqs[t].n_q > 0 && seqs[t].pages[0] == sq.pages[0]) {
+        share = static_cast<int64_t>(t);
+        break;
+      }
+    for (int64_t i = 0; i < sq.n_q; ++i) {
+      const int64_t pos = sq.positions[i];
+      LLAMAY_CHECK(pos >= 0) << "negative query position";
+      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+      plan.queries.push_back(
+          {sq.q + i * stride, sq.out + i * stride, lo, pos, static_cast<int64_t>(s), share});
+    }
   }
-  // 2. Softmax per head.
-  for (int hh = 0; hh < group; ++hh) steps.softmax(scores + hh * n_vis, n_vis, scores + hh * n_vis);
-  // 3. Weighted sum of V, positions in order.
-  for (int hh = 0; hh < group; ++hh) std::fill_n(out_i + (g * group + hh) * hd, hd, 0.0f);
-  for (int64_t j = lo; j <= pos; ++j) {
-    const uint8_t* page = pages[j / geo.page_tokens];
-    steps.decode(p.kv_type, page + geo.v_offset + (j % geo.page_tokens) * geo.row_bytes, g * hd, hd, kv);
-    for (int hh = 0; hh < group; ++hh)
-      steps.axpy(scores[hh * n_vis + (j - lo)], kv, hd, out_i + (g * group + hh) * hd);
+  std::stable_sort(plan.queries.begin(), plan.queries.end(), [](const QueryRef& a, const QueryRef& b) {
+    return a.share != b.share ? a.share < b.share : a.pos < b.pos;
+  });
+  const int64_t max_q = std::max(1, kAttentionTileQueryHeads / group);
+  const int64_t n = static_cast<int64_t>(plan.queries.size());
+  for (int64_t i = 0; i < n;) {
+    Tile t{i, i, 0};
+    while (t.end < n && plan.queries[t.end].share == plan.queries[i].share && t.end - t.begin < max_q) {
+      const QueryRef& q = plan.queries[t.end];
+      const int64_t scores = group * (q.pos - q.lo + 1);
+      if (t.end > t.begin && t.cost + scores > kMaxTileScores) break;
+      t.cost += scores;
+      ++t.end;
+    }
+    plan.tiles.push_back(t);
+    i = t.end;
+  }
+  // Longest first: the thread pool hands tasks out in order, so the causal tail of a prefill (its late
+  // queries see the most positions) does not end up alone on one thread.
+  std::stable_sort(plan.tiles.begin(), plan.tiles.end(),
+                   [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
+  return plan;
+}
+
+// Per-thread working memory of one tile task. Vectors only grow: a thread reuses them across tasks.
+struct Scratch {
+  // A sequence of the tile: the hull of the positions its queries see.
+  struct SeqSpan {
+    int64_t seq, lo, hi;
+    int64_t source;  // during DecodeBlock: the source it reads the current page segment from, or -1
+  };
+  // One distinct page of the current segment and the rows decoded from it.
+  struct Source {
+    const uint8_t* page;
+    int64_t lo, hi;      // rows lo..hi (positions) decoded
+    const float* first;  // row lo
+  };
+  std::vector<SeqSpan> spans;
+  std::vector<Source> sources;
+  std::vector<int64_t> span_of;   // [query] -> index into spans
+  std::vector<int64_t> score_at;  // [query + 1] -> offset of its scores [group][n_vis]
+  std::vector<float> scores;
+  std::vector<float> rows;           // decoded rows of the current block [row][head_dim]
+  std::vector<const float*> row_at;  // [span][block position] -> its decoded row
+};
+
+// Bytes of a row before element e; for Q8_0 rounded down (or up) to a whole block.
+size_t BytesBefore(TensorType type, int64_t e, bool round_up) {
+  switch (type) {
+    case TensorType::kF32:
+      return static_cast<size_t>(e) * sizeof(float);
+    case TensorType::kF16:
+      return static_cast<size_t>(e) * sizeof(uint16_t);
+    default:
+      return static_cast<size_t>((e + (round_up ? kQ8_0BlockSize - 1 : 0)) / kQ8_0BlockSize) *
+             sizeof(BlockQ8_0);
   }
 }
 
+template <typename T>
+void Grow(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+}
+
+// One tile's queries for kv head g. See attention.h for the steps.
+class TileTask {
+ public:
+  TileTask(const QueryRef* qs, int64_t n, int g, std::span<const AttentionSeq> seqs,
+           const KvPageGeometry& geo, const AttentionParams& p, const Steps& steps, Scratch* sc)
+      : qs_(qs),
+        n_(n),
+        g_(g),
+        seqs_(seqs),
+        geo_(geo),
+        p_(p),
+        steps_(steps),
+        sc_(*sc),
+        group_(p.n_head / p.n_kv_heads),
+        hd_(p.head_dim),
+        block_(std::max<int64_t>(8, kBlockBytes / (4 * hd_) / 8 * 8)),
+        slice_begin_(BytesBefore(p.kv_type, g * hd_, false)),
+        slice_end_(BytesBefore(p.kv_type, (g + 1) * hd_, true)) {}
+
+  void Run() {
+    Prepare();
+    // 1. Scores: each K row of a block is decoded once for every query and head of the tile.
+    ForEachBlock(geo_.k_offset, [&](int64_t i, int hh, const float* const* rows, int64_t a, int64_t m) {
+      steps_.scores(Head(qs_[i].q, hh), rows, m, hd_, p_.scale, Scores(i, hh) + (a - qs_[i].lo));
+    });
+    // 2. Softmax per query and head.
+    for (int64_t i = 0; i < n_; ++i)
+      for (int hh = 0; hh < group_; ++hh) steps_.softmax(Scores(i, hh), NVis(i), Scores(i, hh));
+    // 3. Weighted sum of V: blocks, and rows inside a block, in increasing position.
+    for (int64_t i = 0; i < n_; ++i)
+      for (int hh = 0; hh < group_; ++hh) std::fill_n(Head(qs_[i].out, hh), hd_, 0.0f);
+    ForEachBlock(geo_.v_offset, [&](int64_t i, int hh, const float* const* rows, int64_t a, int64_t m) {
+      steps_.accumulate(Scores(i, hh) + (a - qs_[i].lo), rows, m, hd_, Head(qs_[i].out, hh));
+    });
+  }
+
+ private:
+  template <typename T>
+  T* Head(T* row, int hh) const {
+    return row + (static_cast<int64_t>(g_) * group_ + hh) * hd_;
+  }
+  int64_t NVis(int64_t i) const { return qs_[i].pos - qs_[i].lo + 1; }
+  float* Scores(int64_t i, int hh) { return sc_.scores.data() + sc_.score_at[i] + hh * NVis(i); }
+
+  // The tile's sequences, the hull of its positions and the scratch sizes.
+  void Prepare() {
+    sc_.spans.clear();
+    Grow(&sc_.span_of, n_);
+    Grow(&sc_.score_at, n_ + 1);
+    sc_.score_at[0] = 0;
+    lo_ = qs_[0].lo;
+    hi_ = qs_[0].pos;
+    for (int64_t i = 0; i < n_; ++i) {
+      const QueryRef& q = qs_[i];
+      size_t k = 0;
+      while (k < sc_.spans.size() && sc_.spans[k].seq != q.seq) ++k;
+      if (k == sc_.spans.size()) sc_.spans.push_back({q.seq, q.lo, q.pos, -1});
+      sc_.spans[k].lo = std::min(sc_.spans[k].lo, q.lo);
+      sc_.spans[k].hi = std::max(sc_.spans[k].hi, q.pos);
+      sc_.span_of[i] = static_cast<int64_t>(k);
+      sc_.score_at[i + 1] = sc_.score_at[i] + group_ * NVis(i);
+      lo_ = std::min(lo_, q.lo);
+      hi_ = std::max(hi_, q.pos);
+    }
+    Grow(&sc_.scores, static_cast<size_t>(sc_.score_at[n_]));
+    Grow(&sc_.rows, sc_.spans.size() * block_ * hd_);
+    Grow(&sc_.row_at, sc_.spans.size() * block_);
+  }
+
+  // Walks the tile's positions in blocks aligned to multiples of block_ (so that sequences agree on them),
+  // decoding the block's rows at `offset` (K or V) and then calling fn(query, head, rows, a, m) for each
+  // query's visible positions a..a+m-1 in the block, rows[r] being position a + r.
+  template <typename Fn>
+  void ForEachBlock(size_t offset, Fn fn) {
+    for (int64_t b0 = lo_, b1; b0 <= hi_; b0 = b1) {
+      b1 = std::min((b0 / block_ + 1) * block_, hi_ + 1);
+      DecodeBlock(offset, b0, b1);
+      for (int64_t i = 0; i < n_; ++i) {
+        const int64_t a = std::max(qs_[i].lo, b0), e = std::min(qs_[i].pos, b1 - 1);
+        if (a > e) continue;
+        const float* const* rows = sc_.row_at.data() + sc_.span_of[i] * block_ + (a - b0);
+        for (int hh = 0; hh < group_; ++hh) fn(i, hh, rows, a, e - a + 1);
+      }
+    }
+  }
+
+  // Decodes kv head g_'s slice of the rows in [b0, b1) that the tile's sequences need, page by page; a
+  // page that several sequences hold at the same index is decoded once for all of them.
+  void DecodeBlock(size_t offset, int64_t b0, int64_t b1) {
+    const int64_t pt = geo_.page_tokens;
+    float* next = sc_.rows.data();
+    for (int64_t pi = b0 / pt; pi * pt < b1; ++pi) {
+      const int64_t s0 = std::max(b0, pi * pt), s1 = std::min(b1, (pi + 1) * pt) - 1;
+      sc_.sources.clear();
+      for (Scratch::SeqSpan& sp : sc_.spans) {
+        const int64_t a = std::max(s0, sp.lo), e = std::min(s1, sp.hi);
+        sp.source = -1;
+        if (a > e) continue;  // also keeps pages[pi] within the sequence's array
+        const uint8_t* page = seqs_[sp.seq].pages[pi];
+        size_t k = 0;
+        while (k < sc_.sources.size() && sc_.sources[k].page != page) ++k;
+        if (k == sc_.sources.size()) sc_.sources.push_back({page, a, e, nullptr});
+        sc_.sources[k].lo = std::min(sc_.sources[k].lo, a);
+        sc_.sources[k].hi = std::max(sc_.sources[k].hi, e);
+        sp.source = static_cast<int64_t>(k);
+      }
+      // A block decodes at most block_ rows per sequence, the size of sc_.rows per span.
+      for (Scratch::Source& src : sc_.sources) {
+        src.first = next;
+        const uint8_t* row = src.page + offset + (src.lo - pi * pt) * geo_.row_bytes;
+        for (int64_t j = src.lo; j <= src.hi; ++j, next += hd_, row += geo_.row_bytes) {
+          // Rows are row_bytes apart (all kv heads); ask for the slice a few rows ahead early.
+          const uint8_t* ahead = row + std::min<int64_t>(kPrefetchRows, src.hi - j) * geo_.row_bytes;
+          __builtin_prefetch(ahead + slice_begin_);
+          __builtin_prefetch(ahead + slice_end_ - 1);
+          steps_.decode(p_.kv_type, row, g_ * hd_, hd_, next);
+        }
+      }
+      for (size_t k = 0; k < sc_.spans.size(); ++k) {
+        const Scratch::SeqSpan& sp = sc_.spans[k];
+        if (sp.source < 0) continue;
+        const Scratch::Source& src = sc_.sources[sp.source];
+        const int64_t a = std::max(s0, sp.lo), e = std::min(s1, sp.hi);
+        for (int64_t j = a; j <= e; ++j) sc_.row_at[k * block_ + (j - b0)] = src.first + (j - src.lo) * hd_;
+      }
+    }
+  }
+
+  const QueryRef* qs_;
+  int64_t n_;
+  int g_;
+  std::span<const AttentionSeq> seqs_;
+  const KvPageGeometry& geo_;
+  const AttentionParams& p_;
+  const Steps& steps_;
+  Scratch& sc_;
+  const int group_;
+  const int64_t hd_;
+  const int64_t block_;                   // positions per block, a multiple of 8
+  const size_t slice_begin_, slice_end_;  // bytes of kv head g_'s slice within a row
+  int64_t lo_ = 0, hi_ = 0;               // the hull of the positions the tile sees
+};
+
 }  // namespace
 
-void AttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q, const uint8_t* const* pages,
-                         const KvPageGeometry& geo, const AttentionParams& p, float* out, ThreadPool* pool,
-                         Isa isa) {
+void AttentionPagedMulti(std::span<const AttentionSeq> seqs, const KvPageGeometry& geo,
+                         const AttentionParams& p, ThreadPool* pool, Isa isa) {
   CheckParams(geo, p);
   const Steps steps = SelectSteps(p, isa);
-  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const Plan plan = MakePlan(seqs, p);
+  const int64_t n_tiles = static_cast<int64_t>(plan.tiles.size());
   auto task = [&](int64_t t, int) {
-    const int64_t i = t / p.n_kv_heads;
-    LLAMAY_CHECK(positions[i] >= 0) << "negative query position";
-    AttendGroup(q + i * stride, positions[i], static_cast<int>(t % p.n_kv_heads), pages, geo, p, steps,
-                out + i * stride);
+    thread_local Scratch scratch;
+    // Head-major: the tiles running one after the other read the same kv head's slices, which stay in L2.
+    const Tile& tile = plan.tiles[t % n_tiles];
+    TileTask(plan.queries.data() + tile.begin, tile.end - tile.begin, static_cast<int>(t / n_tiles), seqs,
+             geo, p, steps, &scratch)
+        .Run();
   };
-  const int64_t n_tasks = n_q * p.n_kv_heads;
+  const int64_t n_tasks = n_tiles * p.n_kv_heads;
   if (pool != nullptr) {
     pool->ParallelFor(n_tasks, task);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);
   }
+}
+
+void AttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q, const uint8_t* const* pages,
+                         const KvPageGeometry& geo, const AttentionParams& p, float* out, ThreadPool* pool,
+                         Isa isa) {
+  const AttentionSeq seq{q, positions, n_q, pages, out};
+  AttentionPagedMulti(std::span<const AttentionSeq>(&seq, 1), geo, p, pool, isa);
 }
 
 void AttentionPaged(const float* q, const uint8_t* const* pages, const KvPageGeometry& geo,

@@ -16,12 +16,22 @@
 //   out_h[d] = sum over j in order of w_j * V_j[g][d]   (multiply, then add)
 // so a query's result depends only on the KV values it sees: not on the page size, the other queries in
 // the batch, or the thread count.
+//
+// How the fast path gets there without changing a bit (attention.cc): the queries of a call are cut into
+// tiles of up to kAttentionTileQueryHeads / group queries (sorted by position, forked sequences that
+// share their first page together); one task is a tile x one kv head. The task walks the positions its
+// tile sees in blocks, decodes each K row of a block once for all its queries (once per distinct page
+// pointer: sequences whose page arrays hold the same page at the same index read it once), computes every
+// visible score, then does the softmax per query and head, then walks the blocks again accumulating V rows
+// into each query's output, positions in increasing order. Only the number of times a row is decoded
+// changes; each query's own sequence of f32 operations is the canonical one above.
 // Thread-safety: pure functions over caller-owned memory; scratch is per thread.
 #ifndef LLAMAY_KERNELS_ATTENTION_H_
 #define LLAMAY_KERNELS_ATTENTION_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "base/tensor_type.h"
 #include "kernels/cpu.h"
@@ -34,6 +44,7 @@ struct KvPageGeometry {
   size_t row_bytes = 0;     // bytes of one K or V row: [n_kv_heads * head_dim] at the cache precision
   size_t k_offset = 0;      // bytes from a page's start to this layer's K rows [page_tokens][row_bytes]
   size_t v_offset = 0;      // bytes from a page's start to this layer's V rows [page_tokens][row_bytes]
+  bool operator==(const KvPageGeometry&) const = default;
 };
 
 // The geometry of layer `layer` in the layer-major page of DESIGN.md, [layer][k|v][slot][row]:
@@ -65,6 +76,28 @@ void AttentionPaged(const float* q, const uint8_t* const* pages, const KvPageGeo
 void AttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_q, const uint8_t* const* pages,
                          const KvPageGeometry& geo, const AttentionParams& p, float* out,
                          ThreadPool* pool = nullptr, Isa isa = DetectIsa());
+
+// One sequence of an AttentionPagedMulti call: n_q queries (causal, as in AttentionPagedBatch) over that
+// sequence's own page array. q, out: [n_q][n_head][head_dim]; positions: [n_q]; pages cover
+// max(positions) + 1 positions. A page pointer that occurs at the same index in several sequences' arrays
+// (forks share their prefix pages until they write) is decoded once for all of them.
+struct AttentionSeq {
+  const float* q = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t n_q = 0;
+  const uint8_t* const* pages = nullptr;
+  float* out = nullptr;
+};
+
+// The queries of several sequences with one geometry and one set of parameters (a batch step), in one
+// parallel loop. Each query's result is bit-identical to AttentionPagedBatch on its sequence alone. The
+// output rows of different sequences must not overlap.
+void AttentionPagedMulti(std::span<const AttentionSeq> seqs, const KvPageGeometry& geo,
+                         const AttentionParams& p, ThreadPool* pool = nullptr, Isa isa = DetectIsa());
+
+// Query heads per tile (queries per tile = this / (n_head / n_kv_heads), at least 1; fewer when the
+// tile's scores would pass a few MiB). Tests use it to place queries on either side of a tile boundary.
+inline constexpr int kAttentionTileQueryHeads = 64;
 
 // The scalar source of truth (reference/attention_ref.cc): one query, one head at a time, decoding every
 // element on its own. Same arguments as AttentionPagedBatch.

@@ -51,5 +51,76 @@ LLAMAY_AVX2 void Axpy(float a, const float* x, int64_t n, float* y) {
   for (; i < n; ++i) y[i] = y[i] + a * x[i];
 }
 
+namespace {
+
+// Reduce8 of eight registers at once: lane k of the result is bit for bit Reduce8(a[k]). Each step adds the
+// same pairs, as the same operands in the same order, as Reduce8 does on one register:
+// s = lo128 + hi128, then (s0 + s2, s1 + s3), then their sum.
+LLAMAY_AVX2_INLINE __m256 Reduce8x8(const __m256* a) {
+  // Rows k and k+4 share a register: low half from a[k], high half from a[k+4].
+  __m256 s[4];
+  for (int k = 0; k < 4; ++k)
+    s[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20),
+                         _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
+  // Per 128-bit half: [s0+s2 of row k, of row k+1, s1+s3 of row k, of row k+1].
+  const __m256 t01 = _mm256_add_ps(_mm256_unpacklo_ps(s[0], s[1]), _mm256_unpackhi_ps(s[0], s[1]));
+  const __m256 t23 = _mm256_add_ps(_mm256_unpacklo_ps(s[2], s[3]), _mm256_unpackhi_ps(s[2], s[3]));
+  return _mm256_add_ps(_mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// out[d..d+8V) += sum over r in order of w[r] * v_rows[r][d..d+8V), the partial sums kept in registers.
+template <int V>
+LLAMAY_AVX2_INLINE void AccumulateChunk(const float* w, const float* const* v_rows, int64_t n, int64_t d,
+                                        float* out) {
+  __m256 acc[V];
+  for (int k = 0; k < V; ++k) acc[k] = _mm256_loadu_ps(out + d + 8 * k);
+  for (int64_t r = 0; r < n; ++r) {
+    const __m256 wr = _mm256_set1_ps(w[r]);
+    const float* row = v_rows[r] + d;
+    for (int k = 0; k < V; ++k)
+      acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(wr, _mm256_loadu_ps(row + 8 * k)));
+  }
+  for (int k = 0; k < V; ++k) _mm256_storeu_ps(out + d + 8 * k, acc[k]);
+}
+
+}  // namespace
+
+LLAMAY_AVX2 void AttnScores(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale,
+                            float* out) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (int64_t r = 0; r < n; r += 8) {
+    // Eight independent dot chains hide the add latency that bounds a single DotF32. A short last group
+    // repeats its last row; the extra lanes are dropped.
+    const int64_t m = n - r < 8 ? n - r : 8;
+    const float* rows[8];
+    for (int64_t i = 0; i < 8; ++i) rows[i] = k_rows[r + (i < m ? i : m - 1)];
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + d);
+      for (int i = 0; i < 8; ++i)
+        acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(qv, _mm256_loadu_ps(rows[i] + d)));
+    }
+    const __m256 s = _mm256_mul_ps(Reduce8x8(acc), sc);
+    if (m == 8) {
+      _mm256_storeu_ps(out + r, s);
+    } else {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, s);
+      for (int64_t i = 0; i < m; ++i) out[r + i] = lanes[i];
+    }
+  }
+}
+
+LLAMAY_AVX2 void AttnAccumulate(const float* w, const float* const* v_rows, int64_t n, int64_t hd,
+                                float* out) {
+  // Eight (or four) independent accumulators per pass; every element still sums its rows in order.
+  int64_t d = 0;
+  for (; d + 64 <= hd; d += 64) AccumulateChunk<8>(w, v_rows, n, d, out);
+  for (; d + 32 <= hd; d += 32) AccumulateChunk<4>(w, v_rows, n, d, out);
+  for (; d < hd; d += 8) AccumulateChunk<1>(w, v_rows, n, d, out);
+}
+
 }  // namespace llamay::kernels::avx2
 #endif  // __x86_64__

@@ -1,5 +1,8 @@
 // Paged attention against a naive contiguous double-precision version, the reference bit for bit, and the
-// determinism contract: page size, batch, thread count and ISA do not change a bit.
+// determinism contract: page size, batch, thread count and ISA do not change a bit. The sweeps place
+// queries on both sides of the kernel's tile and position-block boundaries, and the multi-sequence tests
+// share pages between sequences in every way the kernel must tell apart (same page at the same index, at
+// another index, from a later index on).
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +12,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/dequant.h"
@@ -152,8 +157,8 @@ TEST_P(AttentionTest, MatchesNaiveReferenceAndIsDeterministic) {
   RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), c4.pages.data(), c4.geo, p,
                          ref.data());
   EXPECT_TRUE(SameBits(base, ref));
-  for (Isa isa : {Isa::kScalar, DetectIsa()})
-    EXPECT_TRUE(SameBits(base, RunBatch(q, pos, c4, p, &pool, isa)));
+  for (Isa isa : test_util::SupportedIsas())
+    EXPECT_TRUE(SameBits(base, RunBatch(q, pos, c4, p, &pool, isa))) << IsaName(isa);
   // 3. Page size does not matter.
   for (int64_t page_tokens : {1, 16, 64}) {
     const Cache c = BuildCache(rng, p, n_pos, page_tokens, k_src, v_src);
@@ -191,6 +196,247 @@ TEST(Attention, CausalMask) {
   v[10 * 32] += 1.0f;  // its own position does count
   EXPECT_FALSE(SameBits(a, RunBatch(q, pos, BuildCache(rng, p, n_pos, 8, k, v), p, nullptr, DetectIsa())));
 }
+
+// The first element where two outputs differ, for a failure message that says where ("" when equal).
+std::string FirstDifference(const std::vector<float>& got, const std::vector<float>& want, int64_t stride) {
+  if (got.size() != want.size()) return "sizes differ";
+  for (size_t e = 0; e < got.size(); ++e)
+    if (test_util::Bits(got[e]) != test_util::Bits(want[e]))
+      return "query " + std::to_string(e / stride) + " element " + std::to_string(e % stride) + ": " +
+             std::to_string(got[e]) + " vs " + std::to_string(want[e]);
+  return "";
+}
+
+// Query sets that put queries on both sides of the tile and block boundaries of attention.cc.
+std::vector<std::pair<std::string, std::vector<int64_t>>> QuerySets(const AttentionParams& p, int64_t n_pos) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sets;
+  sets.push_back({"decode", {n_pos - 1}});
+  const int64_t tile = std::max(1, kAttentionTileQueryHeads / (p.n_head / p.n_kv_heads));
+  for (int64_t c : {tile - 1, tile, tile + 1, 2 * tile + 3}) {
+    if (c < 2 || c > n_pos) continue;
+    std::vector<int64_t> pos;
+    for (int64_t j = n_pos - c; j < n_pos; ++j) pos.push_back(j);
+    sets.push_back({"chunk of " + std::to_string(c), pos});
+  }
+  std::vector<int64_t> all(n_pos);
+  std::iota(all.begin(), all.end(), 0);
+  sets.push_back({"whole prefill", all});
+  // Out of order, with gaps, a repeated position and both sides of positions 32, 64 and 128.
+  sets.push_back({"scattered", {77, 3, 0, n_pos - 1, 64, 63, 64, 12, 127, 128, 31, 32, 100}});
+  return sets;
+}
+
+struct SweepCase {
+  TensorType kv_type;
+  int n_head, n_kv_heads, head_dim;
+  int64_t window;
+};
+
+class AttentionBitExactTest : public ::testing::TestWithParam<SweepCase> {};
+
+// Every ISA, page size, query set and thread setting gives the reference's bits.
+TEST_P(AttentionBitExactTest, MatchesReferenceBitForBit) {
+  const SweepCase cs = GetParam();
+  const AttentionParams p{cs.n_head,   cs.n_kv_heads,
+                          cs.head_dim, 1.0f / std::sqrt(static_cast<float>(cs.head_dim)),
+                          cs.window,   cs.kv_type};
+  std::mt19937 rng(50 + cs.head_dim + cs.n_head + static_cast<int>(cs.window));
+  // 150 positions: at least two position blocks for every head_dim here (32 to 128 rows per block).
+  const int64_t n_pos = 150, kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const auto k_src = RandomFloats(rng, n_pos * kv_dim), v_src = RandomFloats(rng, n_pos * kv_dim);
+  std::vector<Cache> caches;
+  for (int64_t page_tokens : {1, 3, 16, 64})
+    caches.push_back(BuildCache(rng, p, n_pos, page_tokens, k_src, v_src));
+  ThreadPool pool(3);
+  for (const auto& [name, pos] : QuerySets(p, n_pos)) {
+    const auto q = RandomFloats(rng, pos.size() * stride, 2.0f);
+    std::vector<float> ref(q.size());
+    RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), caches[2].pages.data(),
+                           caches[2].geo, p, ref.data());
+    for (const Cache& c : caches)
+      for (Isa isa : test_util::SupportedIsas())
+        for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          const std::string diff = FirstDifference(RunBatch(q, pos, c, p, tp, isa), ref, stride);
+          EXPECT_EQ(diff, "") << name << ", page_tokens " << c.geo.page_tokens << ", " << IsaName(isa)
+                              << (tp ? ", pool" : ", no pool");
+        }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sweep, AttentionBitExactTest, ::testing::ValuesIn([] {
+      std::vector<SweepCase> v;
+      for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0}) {
+        v.push_back({t, 4, 4, 32, 0});    // group 1, 128-row blocks
+        v.push_back({t, 8, 4, 64, 0});    // group 2 (the peer model's shape), 64-row blocks
+        v.push_back({t, 8, 2, 128, 0});   // group 4, 32-row blocks
+        v.push_back({t, 8, 4, 64, 23});   // window shorter than a block
+        v.push_back({t, 4, 1, 32, 70});   // window across a block boundary, multi-query
+        v.push_back({t, 8, 2, 128, 40});  // window spanning blocks of 32
+      }
+      return v;
+    }()));
+
+// Queries whose scores would pass the per-tile bound (a few MiB) go to smaller tiles; the bits stay.
+TEST(Attention, LongContextMatchesReference) {
+  const AttentionParams p{8, 1, 8, 0.3f, 0, TensorType::kF16};  // 8 query heads per kv head
+  std::mt19937 rng(60);
+  const int64_t n_pos = 40000, kv_dim = p.head_dim;
+  const auto k_src = RandomFloats(rng, n_pos * kv_dim), v_src = RandomFloats(rng, n_pos * kv_dim);
+  const Cache c = BuildCache(rng, p, n_pos, 64, k_src, v_src);
+  std::vector<int64_t> pos;
+  for (int64_t j = n_pos - 9; j < n_pos; ++j) pos.push_back(j);
+  pos.push_back(5);
+  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const auto q = RandomFloats(rng, pos.size() * stride, 2.0f);
+  std::vector<float> ref(q.size());
+  RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), c.pages.data(), c.geo, p,
+                         ref.data());
+  ThreadPool pool(3);
+  for (Isa isa : test_util::SupportedIsas())
+    EXPECT_EQ(FirstDifference(RunBatch(q, pos, c, p, &pool, isa), ref, stride), "") << IsaName(isa);
+}
+
+// Pages with random rows in every slot of the layer under test, for sequences built from page indices.
+struct PagePool {
+  std::vector<uint8_t> memory;
+  KvPageGeometry geo;
+  size_t page_bytes = 0;
+  const uint8_t* Page(int64_t i) const { return memory.data() + i * page_bytes; }
+};
+
+PagePool MakePagePool(std::mt19937& rng, const AttentionParams& p, int64_t page_tokens, int64_t n_pages) {
+  const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const size_t row = TypeRowBytes(p.kv_type, kv_dim);
+  PagePool pp;
+  pp.geo = LayerMajorGeometry(page_tokens, row, kLayer);
+  pp.page_bytes = kLayers * 2 * page_tokens * row;
+  pp.memory.assign(n_pages * pp.page_bytes, 0xAB);
+  for (int64_t pg = 0; pg < n_pages; ++pg)
+    for (int64_t slot = 0; slot < 2 * page_tokens; ++slot) {  // K rows, then V rows
+      const auto x = RandomFloats(rng, kv_dim);
+      QuantizeRow(p.kv_type, x.data(), pp.memory.data() + pg * pp.page_bytes + pp.geo.k_offset + slot * row,
+                  kv_dim);
+    }
+  return pp;
+}
+
+// One sequence of a multi-sequence test: page indices into the pool, query positions, q and the result.
+struct TestSeq {
+  TestSeq() = default;
+  TestSeq(std::vector<int64_t> ids, std::vector<int64_t> pos)
+      : page_ids(std::move(ids)), positions(std::move(pos)) {}
+  std::vector<int64_t> page_ids;
+  std::vector<int64_t> positions;
+  std::vector<const uint8_t*> pages;
+  std::vector<float> q, out;
+};
+
+struct MultiCase {
+  TensorType kv_type;
+  int n_head, n_kv_heads, head_dim;
+  int64_t window, page_tokens;
+};
+
+class AttentionMultiTest : public ::testing::TestWithParam<MultiCase> {};
+
+// Sequences that share leading pages (forks), share none, share a later page only, hold a shared page at
+// another index, have different lengths or no queries: each query equals the reference and the
+// single-sequence call bit for bit.
+TEST_P(AttentionMultiTest, EachSequenceMatchesItsSingleCall) {
+  const MultiCase cs = GetParam();
+  const AttentionParams p{cs.n_head,   cs.n_kv_heads,
+                          cs.head_dim, 1.0f / std::sqrt(static_cast<float>(cs.head_dim)),
+                          cs.window,   cs.kv_type};
+  const int64_t pt = cs.page_tokens, stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  std::mt19937 rng(70 + cs.head_dim + static_cast<int>(pt));
+  auto pages_for = [&](int64_t n_pos) { return (n_pos + pt - 1) / pt; };
+  int64_t next_page = 0;
+  auto fresh = [&](int64_t n) {
+    std::vector<int64_t> ids(n);
+    std::iota(ids.begin(), ids.end(), next_page);
+    next_page += n;
+    return ids;
+  };
+  // A fork of `base` that keeps its first `shared` pages and has n_pos positions.
+  auto fork = [&](const std::vector<int64_t>& base, int64_t shared, int64_t n_pos) {
+    std::vector<int64_t> ids(base.begin(), base.begin() + std::min<int64_t>(shared, base.size()));
+    const auto rest = fresh(pages_for(n_pos) - static_cast<int64_t>(ids.size()));
+    ids.insert(ids.end(), rest.begin(), rest.end());
+    return ids;
+  };
+  auto range = [](int64_t from, int64_t to) {
+    std::vector<int64_t> v(to - from);
+    std::iota(v.begin(), v.end(), from);
+    return v;
+  };
+  const int64_t prefix = 70;  // the forks' common prefix, in positions
+  const auto root = fresh(pages_for(100));
+  std::vector<TestSeq> seqs(11);
+  seqs[0] = TestSeq{root, range(80, 100)};                               // the root: a prefill chunk
+  seqs[1] = TestSeq{fork(root, prefix / pt, prefix + 3), {prefix + 2}};  // decode forks of several lengths
+  seqs[2] = TestSeq{fork(root, prefix / pt, prefix + 30), {prefix + 29}};
+  seqs[3] = TestSeq{fork(root, prefix / pt, prefix + 1), {prefix}};
+  seqs[4] = TestSeq{fork(root, prefix / pt, 140), range(100, 140)};     // a longer fork, prefill chunk
+  seqs[5] = TestSeq{fork(root, pages_for(100), 100), {99, 5, 64, 40}};  // all pages shared, scattered
+  seqs[6] = TestSeq{fork(root, 1, 60), {}};                             // no queries
+  seqs[7] = TestSeq{fresh(pages_for(90)), range(0, 90)};                // shares nothing, whole prefill
+  seqs[8] = TestSeq{fresh(pages_for(33)), {32}};                        // shares nothing, decode
+  seqs[9] = TestSeq{fork(root, pages_for(100), 100), {99, 98, 50}};     // page 0 private, later pages shared
+  seqs[9].page_ids[0] = fresh(1)[0];
+  seqs[10] = TestSeq{root, {99, 70, 1, 0}};  // the root's page 0, then its pages at other indices
+  std::reverse(seqs[10].page_ids.begin() + 1, seqs[10].page_ids.end());
+  seqs[10].page_ids.back() = root[0];
+  const PagePool pool_pages = MakePagePool(rng, p, pt, next_page);
+  for (TestSeq& s : seqs) {
+    for (int64_t id : s.page_ids) s.pages.push_back(pool_pages.Page(id));
+    s.q = RandomFloats(rng, s.positions.size() * stride, 2.0f);
+  }
+  // What each sequence alone gives: the reference.
+  std::vector<std::vector<float>> ref(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    ref[s].resize(seqs[s].q.size());
+    RefAttentionPagedBatch(seqs[s].q.data(), seqs[s].positions.data(),
+                           static_cast<int64_t>(seqs[s].positions.size()), seqs[s].pages.data(),
+                           pool_pages.geo, p, ref[s].data());
+  }
+  ThreadPool pool(3);
+  for (Isa isa : test_util::SupportedIsas())
+    for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<AttentionSeq> call;
+      for (TestSeq& s : seqs) {
+        s.out.assign(s.q.size(), -1.0f);
+        call.push_back({s.q.data(), s.positions.data(), static_cast<int64_t>(s.positions.size()),
+                        s.pages.data(), s.out.data()});
+      }
+      AttentionPagedMulti(call, pool_pages.geo, p, tp, isa);
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        const std::string where = "sequence " + std::to_string(s) + ", " + std::string(IsaName(isa)) +
+                                  (tp ? ", pool" : ", no pool");
+        EXPECT_EQ(FirstDifference(seqs[s].out, ref[s], stride), "") << where;
+        std::vector<float> single(seqs[s].q.size());
+        AttentionPagedBatch(seqs[s].q.data(), seqs[s].positions.data(),
+                            static_cast<int64_t>(seqs[s].positions.size()), seqs[s].pages.data(),
+                            pool_pages.geo, p, single.data(), tp, isa);
+        EXPECT_EQ(FirstDifference(seqs[s].out, single, stride), "") << where << " (single call)";
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sequences, AttentionMultiTest, ::testing::ValuesIn([] {
+                           std::vector<MultiCase> v;
+                           for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0})
+                             for (int64_t pt : {1, 3, 16, 64}) {
+                               v.push_back({t, 8, 4, 64, 0, pt});   // group 2
+                               v.push_back({t, 4, 4, 32, 0, pt});   // group 1
+                               v.push_back({t, 8, 2, 128, 0, pt});  // group 4
+                             }
+                           v.push_back({TensorType::kF16, 8, 4, 64, 30, 16});  // a sliding window
+                           v.push_back({TensorType::kQ8_0, 4, 4, 40, 0, 16});  // heads straddle q8_0 blocks
+                           v.push_back({TensorType::kF32, 2, 2, 12, 9, 3});    // head_dim not a multiple of 8
+                           return v;
+                         }()));
 
 }  // namespace
 }  // namespace llamay::kernels

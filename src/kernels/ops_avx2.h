@@ -17,8 +17,15 @@ void Softmax(const float* x, int64_t n, float* y);
 // Attention helpers. out [n] = elements [start, start + n) of a KV row of `type`, decoded exactly.
 // REQUIRES: n % 8 == 0; for Q8_0 also start % 32 == 0 and n % 32 == 0.
 void DecodeKvSlice(TensorType type, const uint8_t* row, int64_t start, int64_t n, float* out);
+// One-row forms (the benchmark's copy of the kernel before query blocking measures against them).
 float DotF32(const float* x, const float* y, int64_t n);  // RefDotF32's order. REQUIRES: n % 8 == 0
 void Axpy(float a, const float* x, int64_t n, float* y);  // y += a * x (multiply, then add)
+// out[r] = DotF32(q, k_rows[r], hd) * scale for r in [0, n): eight rows share each load of q.
+// REQUIRES: hd % 8 == 0.
+void AttnScores(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale, float* out);
+// For r = 0, 1, .., n - 1 in turn: out[d] = out[d] + w[r] * v_rows[r][d], out held in registers across r.
+// REQUIRES: hd % 8 == 0.
+void AttnAccumulate(const float* w, const float* const* v_rows, int64_t n, int64_t hd, float* out);
 
 }  // namespace llamay::kernels::avx2
 

@@ -157,18 +157,33 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
     }
     // Attention reads K/V back from the pages (as stored, in the cache's precision), so a token computes
     // the same values whether its neighbours in the batch were written in this step or an earlier one.
+    // One call for the whole batch (per page geometry and KV precision, which a call shares), so that
+    // forked sequences read the pages they share once.
+    std::vector<kernels::AttentionSeq> seqs;
+    std::vector<std::pair<kernels::KvPageGeometry, TensorType>> kinds;
     int64_t t0 = 0;
     for (size_t s = 0; s < batch.size(); ++s) {
       const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
       if (n == 0) continue;
       pages[s] = batch[s].context->PageData();
       const kv::KvLayout& layout = batch[s].context->layout();
-      ap.kv_type = KvType(layout.precision);
-      const kernels::KvPageGeometry geo =
-          kernels::LayerMajorGeometry(layout.page_tokens, layout.row_bytes(), static_cast<int>(li));
-      kernels::AttentionPagedBatch(&q[t0 * Q], &positions[static_cast<size_t>(t0)], n, pages[s].data(), geo, ap,
-                                   &attn[t0 * Q], pool);
+      kinds.push_back(
+          {kernels::LayerMajorGeometry(layout.page_tokens, layout.row_bytes(), static_cast<int>(li)),
+           KvType(layout.precision)});
+      seqs.push_back({&q[t0 * Q], &positions[static_cast<size_t>(t0)], n, pages[s].data(), &attn[t0 * Q]});
       t0 += n;
+    }
+    std::vector<bool> done(seqs.size(), false);
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (done[s]) continue;
+      std::vector<kernels::AttentionSeq> same;
+      for (size_t o = s; o < seqs.size(); ++o)
+        if (!done[o] && kinds[o] == kinds[s]) {
+          same.push_back(seqs[o]);
+          done[o] = true;
+        }
+      ap.kv_type = kinds[s].second;
+      kernels::AttentionPagedMulti(same, kinds[s].first, ap, pool);
     }
     prep_src = nullptr;
     mul(L.wo, attn.data(), Q, proj.data());

@@ -250,6 +250,41 @@ TEST_F(Determinism, ForkAndSnapshotContinueExactly) {
   }
 }
 
+// Forked streams decoding in one batch (attention reads the pages they share once), next to a context of
+// another page size and precision, get the logits each gets alone.
+TEST_F(Determinism, ForksDecodedTogetherMatchEachAlone) {
+  for (kv::KvPrecision p : {kv::KvPrecision::kF32, kv::KvPrecision::kF16, kv::KvPrecision::kQ8_0}) {
+    auto cache = CacheFor(*model_, 64, p), other = CacheFor(*model_, 7, kv::KvPrecision::kF16);
+    kv::Context parent = cache->NewContext();
+    Prefill(*model_, parent, prompt_);
+    std::vector<kv::Context> together, alone;
+    for (int i = 0; i < 4; ++i) {
+      together.push_back(parent.Fork());
+      alone.push_back(parent.Fork());
+    }
+    kv::Context odd = other->NewContext(), odd_alone = other->NewContext();
+    Prefill(*model_, odd, {5, 6, 7});
+    Prefill(*model_, odd_alone, {5, 6, 7});
+    const size_t V = model_->hparams().n_vocab;
+    for (int32_t step = 0; step < 3; ++step) {
+      std::vector<std::vector<int32_t>> tokens;
+      std::vector<SeqInput> in;
+      for (int32_t i = 0; i < 5; ++i) tokens.push_back({10 + 7 * i + step});
+      for (size_t i = 0; i < 4; ++i) in.push_back({&together[i], tokens[i], false});
+      in.push_back({&odd, tokens[4], false});
+      std::vector<float> logits;
+      ASSERT_TRUE(model_->Forward(in, &logits).ok());
+      ASSERT_EQ(logits.size(), 5 * V);
+      for (size_t i = 0; i < 5; ++i) {
+        const auto want = Step(*model_, i < 4 ? alone[i] : odd_alone, tokens[i][0]);
+        const std::vector<float> got(logits.begin() + static_cast<long>(i * V),
+                                     logits.begin() + static_cast<long>((i + 1) * V));
+        EXPECT_TRUE(Same(want, got)) << "stream " << i << ", step " << step;
+      }
+    }
+  }
+}
+
 TEST_F(Determinism, BadInputLeavesContextsIntact) {
   auto cache = CacheFor(*model_);
   kv::Context ctx = cache->NewContext();
