@@ -85,8 +85,9 @@ int RunBench(const BenchOptions& o) {
   uint64_t params = 0;
   for (const auto& t : model.file().tensors()) params += t.n_elements;
   std::mt19937 rng(1);
-  std::vector<int32_t> prompt(static_cast<size_t>(o.pp));
+  std::vector<int32_t> prompt(static_cast<size_t>(o.pp)), gen(static_cast<size_t>(o.tg));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % model.hparams().n_vocab);
+  for (auto& t : gen) t = static_cast<int32_t>(rng() % model.hparams().n_vocab);  // also without a pp test
 
   std::printf("| %-36s | %10s | %8s | %7s | %6s | %20s |\n", "model", "size", "params", "threads", "test", "t/s");
   std::printf("| %s | %s: | %s: | %s: | %s: | %s: |\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
@@ -117,7 +118,7 @@ int RunBench(const BenchOptions& o) {
       kv::Context ctx = (*cache)->NewContext();
       std::vector<float> logits;
       for (int i = 0; i < o.tg; ++i) {
-        const int32_t tok = prompt[static_cast<size_t>(i) % prompt.size()];
+        const int32_t tok = gen[static_cast<size_t>(i)];
         model::SeqInput in{&ctx, std::span(&tok, 1), false};
         logits.clear();
         LLAMAY_RETURN_IF_ERROR(model.Forward(std::span(&in, 1), &logits));
@@ -137,10 +138,16 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* b = app.add_subcommand("bench", "Prompt processing and generation speed (median of repetitions)");
   b->add_option("-m,--model", o->model, "GGUF model");
   b->add_option("--synthetic", o->synthetic, "Instead of -m: a synthetic model of the peer shape in this weight type");
-  b->add_option("-p,--n-prompt", o->pp, "Prompt tokens (pp test; 0 skips)")->capture_default_str();
-  b->add_option("-n,--n-gen", o->tg, "Generated tokens (tg test; 0 skips)")->capture_default_str();
-  b->add_option("-r,--repetitions", o->reps, "Repetitions")->capture_default_str();
-  b->add_option("-t,--threads", o->threads, "Threads (0: one per core)")->capture_default_str();
+  b->add_option("-p,--n-prompt", o->pp, "Prompt tokens (pp test; 0 skips)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  b->add_option("-n,--n-gen", o->tg, "Generated tokens (tg test; 0 skips)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  b->add_option("-r,--repetitions", o->reps, "Repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  b->add_option("-t,--threads", o->threads, "Threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   b->add_option("--kv-precision", o->kv_precision, "KV precision")->capture_default_str();
   b->callback([o, exit_code] { *exit_code = RunBench(*o); });
 }
