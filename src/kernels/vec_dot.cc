@@ -112,7 +112,11 @@ void QuantizeActivationRow(ActFormat f, const float* x, int64_t n, void* act) {
 
 TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
 #if defined(__x86_64__)
-  if (isa >= Isa::kAvx512 && type == TensorType::kQ8_0) return TileAvx512Q8_0;
+  if (isa >= Isa::kAvx512) {
+    if (type == TensorType::kQ8_0) return TileAvx512Q8_0;
+    if (type == TensorType::kQ4_0) return TileAvx512Q4_0;
+    if (type == TensorType::kQ5_0) return TileAvx512Q5_0;
+  }
   if (UsesAvx2(isa)) {
     const bool whole8 = n_in % 8 == 0;
     switch (type) {
