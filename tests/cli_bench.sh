@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `llamay bench`: each test runs on its own (a tg test without a pp test used to divide by zero), and
-# out-of-range counts are user errors (exit 2), not crashes.
+# out-of-range counts are user errors (exit 2), not crashes; LLAMAY_ISA selects the kernels' level.
 # Usage: cli_bench.sh LLAMAY_BINARY SHARED_DIR. Exit 77 (skipped) when stories260K is absent.
 set -euo pipefail
 bin=$1
@@ -19,4 +19,10 @@ for args in "-r 0" "-p -1" "-n -5" "-t -1"; do
   set -e
   [ "$rc" -eq 2 ] || { echo "bench $args: exit $rc, want 2"; exit 1; }
 done
+# LLAMAY_ISA caps the kernels' level and the run says which level it used; a bad value is reported and ignored.
+err=$(LLAMAY_ISA=scalar "$bin" bench -m "$model" -p 8 -n 0 -r 1 2>&1 >/dev/null)
+grep -q 'scalar kernels' <<<"$err" || { echo "LLAMAY_ISA=scalar not applied: $err"; exit 1; }
+err=$(LLAMAY_ISA=bogus "$bin" bench -m "$model" -p 8 -n 0 -r 1 2>&1 >/dev/null)
+grep -q 'ignoring LLAMAY_ISA=bogus' <<<"$err" || { echo "bad LLAMAY_ISA not reported: $err"; exit 1; }
+grep -Eq '(scalar|avx2|avx512) kernels' <<<"$err" || { echo "no kernel level reported: $err"; exit 1; }
 echo "llamay bench ok"

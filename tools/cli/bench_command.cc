@@ -9,6 +9,7 @@
 
 #include "ctx_commands.h"
 #include "format.h"
+#include "kernels/cpu.h"
 #include "kv/cache.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
@@ -89,6 +90,8 @@ int RunBench(const BenchOptions& o) {
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % model.hparams().n_vocab);
   for (auto& t : gen) t = static_cast<int32_t>(rng() % model.hparams().n_vocab);  // also without a pp test
 
+  std::fprintf(stderr, "llamay: %s kernels (LLAMAY_ISA=scalar|avx2|avx512 caps the level)\n",
+               std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
   std::printf("| %-36s | %10s | %8s | %7s | %6s | %20s |\n", "model", "size", "params", "threads", "test", "t/s");
   std::printf("| %s | %s: | %s: | %s: | %s: | %s: |\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
               std::string(7, '-').c_str(), std::string(6, '-').c_str(), std::string(5, '-').c_str(),

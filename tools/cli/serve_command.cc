@@ -9,6 +9,7 @@
 
 #include "ctx_commands.h"
 #include "format.h"
+#include "kernels/cpu.h"
 #include "model_source.h"
 #include "server/server.h"
 
@@ -63,9 +64,10 @@ int RunServe(const ServeOptions& o) {
     for (const auto& w : warnings) std::fprintf(stderr, "llamay: skipped a saved context: %s\n", w.c_str());
   }
   if (Status s = srv.Start(); !s.ok()) return Fail(s, kExitFailure);
-  std::fprintf(stderr, "llamay: serving %s on http://%s:%d (KV budget %s, %s, %u-token pages)\n",
+  std::fprintf(stderr, "llamay: serving %s on http://%s:%d (KV budget %s, %s, %u-token pages; %s kernels)\n",
                (*engine)->model().file().GetStringOr("general.name", "model").c_str(), o.host.c_str(), srv.port(),
-               FormatBytes(eo.kv_memory_bytes).c_str(), o.kv_precision.c_str(), o.page_tokens);
+               FormatBytes(eo.kv_memory_bytes).c_str(), o.kv_precision.c_str(), o.page_tokens,
+               std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "llamay: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
