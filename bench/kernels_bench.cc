@@ -56,14 +56,18 @@ std::vector<uint8_t> Weights(TensorType t, int64_t n_out, int64_t n_in) {
   return w;
 }
 
+// Skips (and says so) a benchmark of an instruction-set level this CPU lacks.
+bool SkipUnsupported(benchmark::State& state, Isa isa) {
+  if (isa <= SupportedIsa()) return false;
+  state.SkipWithError("this CPU lacks the instruction set");
+  return true;
+}
+
 void BM_MatMul(benchmark::State& state, TensorType t) {
   const int64_t n_out = state.range(0), n_in = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const Isa isa = static_cast<Isa>(state.range(4));
-  if (isa > SupportedIsa()) {
-    state.SkipWithError("this CPU lacks the instruction set");
-    return;
-  }
+  if (SkipUnsupported(state, isa)) return;
   const auto w = Weights(t, n_out, n_in);
   std::vector<float> x(tokens * n_in), y(tokens * n_out);
   std::mt19937 rng(2);
@@ -89,10 +93,7 @@ void BM_MatMul(benchmark::State& state, TensorType t) {
 void BM_DecodeStream(benchmark::State& state) {
   const int64_t tokens = state.range(0), n_out = 1024, n_in = 2816;
   const Isa isa = static_cast<Isa>(state.range(1));
-  if (isa > SupportedIsa()) {
-    state.SkipWithError("this CPU lacks the instruction set");
-    return;
-  }
+  if (SkipUnsupported(state, isa)) return;
   const TensorType t = TensorType::kQ8_0;
   const size_t per = TypeRowBytes(t, n_in) * n_out;
   const size_t n_mats = (size_t{256} << 20) / per;

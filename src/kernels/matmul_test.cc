@@ -49,7 +49,7 @@ std::vector<float> RunMatMul(const Problem& p, ThreadPool* pool, Isa isa, int64_
   return y;
 }
 
-std::vector<Isa> Isas() { return test_util::SupportedIsas(); }
+using test_util::SupportedIsas;
 
 TEST(MatMul, EveryElementIsTheReferenceDot) {
   std::mt19937 rng(10);
@@ -60,7 +60,7 @@ TEST(MatMul, EveryElementIsTheReferenceDot) {
     std::vector<uint8_t> act(as * p.n_tokens);
     for (int64_t k = 0; k < p.n_tokens; ++k)
       QuantizeActivationRow(f, p.x.data() + k * p.n_in, p.n_in, act.data() + k * as);
-    for (Isa isa : Isas()) {
+    for (Isa isa : SupportedIsas()) {
       const auto y = RunMatMul(p, nullptr, isa, 0, p.n_tokens);
       int64_t mismatches = 0;
       for (int64_t k = 0; k < p.n_tokens; ++k)
@@ -79,7 +79,7 @@ TEST(MatMul, ThreadCountDoesNotChangeBits) {
   for (TensorType t : kAllTypes) {
     for (int64_t n_tokens : {1, 70}) {  // decode split and prefill split (70 crosses a 64-token tile)
       const Problem p = MakeProblem(rng, t, 133, n_tokens);
-      for (Isa isa : Isas()) {
+      for (Isa isa : SupportedIsas()) {
         const auto base = RunMatMul(p, nullptr, isa, 0, n_tokens);
         for (auto& pool : pools)
           EXPECT_TRUE(SameBits(base, RunMatMul(p, pool.get(), isa, 0, n_tokens)))
@@ -95,7 +95,7 @@ TEST(MatMul, TokenAloneEqualsTokenInAnyBatch) {
   ThreadPool pool(3);
   for (TensorType t : kAllTypes) {
     const Problem p = MakeProblem(rng, t, 45, 70);
-    for (Isa isa : Isas()) {
+    for (Isa isa : SupportedIsas()) {
       const auto batch = RunMatMul(p, &pool, isa, 0, p.n_tokens);
       const auto sub =
           RunMatMul(p, &pool, isa, 5, 7);  // tokens 5..11 with other neighbours and tile positions

@@ -20,7 +20,7 @@ using test_util::SameBits;
 
 constexpr double kEps = 0x1p-24;  // f32 unit roundoff
 
-std::vector<Isa> Isas() { return test_util::SupportedIsas(); }
+using test_util::SupportedIsas;
 
 TEST(Exp, AccurateOverTheNormalRange) {
   for (double x = -87.0; x <= 88.5; x += 0.0137) {
@@ -49,7 +49,7 @@ TEST(RmsNorm, MatchesDoubleFormula) {
     double ss = 0;
     for (float v : x) ss += static_cast<double>(v) * v;
     const double scale = 1.0 / std::sqrt(ss / n + eps);
-    for (Isa isa : Isas()) {
+    for (Isa isa : SupportedIsas()) {
       std::vector<float> y(n), yn(n);
       RmsNorm(x.data(), w.data(), n, eps, y.data(), isa);
       RmsNorm(x.data(), nullptr, n, eps, yn.data(), isa);
@@ -71,7 +71,7 @@ TEST(Softmax, MatchesDoubleFormula) {
     double m = -INFINITY, sum = 0;
     for (float v : x) m = std::max<double>(m, v);
     for (float v : x) sum += std::exp(v - m);
-    for (Isa isa : Isas()) {
+    for (Isa isa : SupportedIsas()) {
       std::vector<float> y(n);
       Softmax(x.data(), n, y.data(), isa);
       for (int64_t i = 0; i < n; ++i) {
@@ -91,7 +91,7 @@ TEST(Activations, MatchDoubleFormulas) {
   std::mt19937 rng(22);
   auto x = RandomFloats(rng, 1003, 5.0f);
   x[0] = 0.0f, x[1] = -0.0f, x[2] = 80.0f, x[3] = -80.0f, x[4] = 1e-20f;
-  for (Isa isa : Isas()) {
+  for (Isa isa : SupportedIsas()) {
     std::vector<float> s(x.size()), g(x.size());
     Silu(x.data(), x.size(), s.data(), isa);
     Gelu(x.data(), x.size(), g.data(), isa);
