@@ -290,7 +290,7 @@ void Engine::Preempt(Seq& s) {
   tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
   s.pending = std::move(tokens);
   if (s.session) {
-    (void)s.ctx.Truncate(keep);
+    (void)s.ctx.Rollback(keep);
   } else {
     if (s.req.retain && s.ctx.size() > 0) (void)cache_->Retain(s.ctx);  // evictable, maybe reused on resume
     s.ctx.Close();
@@ -341,7 +341,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   if (s.done) return;
   s.done = true;
   hold_admission_ = false;
-  if (s.session && reason == FinishReason::kError) (void)s.ctx.Truncate(s.session_base);
+  if (s.session && reason == FinishReason::kError) (void)s.ctx.Rollback(s.session_base);
   if (s.ctx.valid() && s.req.retain && s.ctx.size() > 0 &&
       (reason == FinishReason::kStop || reason == FinishReason::kLength))
     (void)cache_->Retain(s.ctx);

@@ -1,5 +1,6 @@
 #include "kv/cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -23,10 +24,22 @@ size_t AlignedBytes(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
+namespace {
+
+// The largest kind of page: an arena slot holds any of them.
+size_t LargestPage(const StateGroups& g) {
+  size_t n = g.recurrent.page_bytes;
+  for (const LayerGroup& a : g.attention) n = std::max(n, a.page_bytes);
+  return n;
+}
+
+}  // namespace
+
 Cache::Cache(const CacheOptions& options)
     : options_(options),
-      page_bytes_(options.layout.page_bytes()),
-      tree_(std::make_unique<internal::PrefixTree>(page_bytes_)) {}
+      groups_(options.layout.Groups()),
+      page_bytes_(LargestPage(groups_)),
+      tree_(std::make_unique<internal::PrefixTree>(this)) {}
 
 Result<std::unique_ptr<Cache>> Cache::Create(const CacheOptions& options) {
   LLAMAY_RETURN_IF_ERROR(options.layout.Validate());
@@ -54,11 +67,10 @@ Cache::~Cache() {
   std::lock_guard l(pool_mu_);
   LLAMAY_CHECK(contexts_.empty()) << contexts_.size() << " contexts outlive their cache";
   LLAMAY_CHECK(live_.empty()) << live_.size() << " pages outlive their cache";
-  for (uint8_t* b : heap_free_) std::free(b);
+  for (auto& [bytes, list] : heap_free_)
+    for (uint8_t* b : list) std::free(b);
   std::free(arena_);
 }
-
-Context Cache::NewContext() { return Register(std::make_unique<ContextState>()); }
 
 Context Cache::Register(std::unique_ptr<ContextState> state) {
   state->cache = this;
@@ -69,11 +81,26 @@ Context Cache::Register(std::unique_ptr<ContextState> state) {
   return Context(raw);
 }
 
+Context Cache::NewContext() {
+  auto s = std::make_unique<ContextState>();
+  s->pages.resize(groups_.attention.size());
+  return Register(std::move(s));
+}
+
 void Cache::ClosePages(ContextState* s) {
   std::unique_lock l(s->mu);
-  ReleasePages(s->pages);
-  s->pages.clear();
+  std::vector<Page*> drop;
+  for (const auto& list : s->pages)
+    for (Page* p : list)
+      if (p != nullptr) drop.push_back(p);
+  if (s->state != nullptr) drop.push_back(s->state);
+  for (const auto& c : s->checkpoints) drop.push_back(c.state);
+  ReleasePages(drop);
+  for (auto& list : s->pages) list.clear();
   s->tokens.clear();
+  s->state = nullptr;
+  s->state_pos = 0;
+  s->checkpoints.clear();
 }
 
 void Cache::Unregister(ContextState* s) {
@@ -84,37 +111,42 @@ void Cache::Unregister(ContextState* s) {
   delete s;
 }
 
-bool Cache::HasRoomLocked() const {
+bool Cache::HasRoomLocked(size_t bytes) const {
   if (arena_ != nullptr && arena_free_.empty()) return false;
-  return options_.max_bytes == 0 || (live_.size() + 1) * page_bytes_ <= options_.max_bytes;
+  return options_.max_bytes == 0 || bytes_live_ + bytes <= options_.max_bytes;
 }
 
-Page* Cache::IssuePageLocked(bool zero) {
+Page* Cache::IssuePageLocked(size_t bytes, bool zero, bool state) {
   auto* p = new Page;
   p->serial = next_serial_++;
+  p->bytes = bytes;
+  p->state = state;
   if (arena_ != nullptr) {
     p->slot = arena_free_.back();
     arena_free_.pop_back();
     p->data = arena_ + static_cast<size_t>(p->slot) * page_bytes_;
-  } else if (!heap_free_.empty()) {
-    p->data = heap_free_.back();
-    heap_free_.pop_back();
+  } else if (auto it = heap_free_.find(bytes); it != heap_free_.end() && !it->second.empty()) {
+    p->data = it->second.back();
+    it->second.pop_back();
+    --heap_free_count_;
   } else {
-    p->data = static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignedBytes(page_bytes_)));
-    LLAMAY_CHECK(p->data != nullptr) << "out of memory for a " << page_bytes_ << "-byte page";
+    p->data = static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignedBytes(bytes)));
+    LLAMAY_CHECK(p->data != nullptr) << "out of memory for a " << bytes << "-byte page";
   }
   // Recycled slots and buffers hold another context's values: never hand them out dirty.
-  if (zero) std::memset(p->data, 0, page_bytes_);
+  if (zero) std::memset(p->data, 0, bytes);
   live_.insert(p);
+  bytes_live_ += bytes;
   ++allocated_total_;
   return p;
 }
 
-Result<Page*> Cache::AllocatePage(bool zero) {
+Result<Page*> Cache::AllocatePage(size_t bytes, bool zero, bool state) {
+  LLAMAY_CHECK(bytes > 0 && bytes <= page_bytes_) << "a page of " << bytes << " bytes";
   for (;;) {
     {
       std::lock_guard l(pool_mu_);
-      if (HasRoomLocked()) return IssuePageLocked(zero);
+      if (HasRoomLocked(bytes)) return IssuePageLocked(bytes, zero, state);
     }
     bool evicted;
     {
@@ -124,9 +156,9 @@ Result<Page*> Cache::AllocatePage(bool zero) {
     if (!evicted) break;
   }
   std::lock_guard l(pool_mu_);
-  if (HasRoomLocked()) return IssuePageLocked(zero);
-  std::string why = "kv cache memory exhausted: " + std::to_string(live_.size()) + " pages of " +
-                    std::to_string(page_bytes_) + " bytes are held by contexts";
+  if (HasRoomLocked(bytes)) return IssuePageLocked(bytes, zero, state);
+  std::string why = "kv cache memory exhausted: " + std::to_string(live_.size()) + " pages (" +
+                    std::to_string(bytes_live_) + " bytes) are held by contexts";
   if (options_.max_bytes) why += ", budget " + std::to_string(options_.max_bytes) + " bytes";
   if (arena_ != nullptr) why += ", arena of " + std::to_string(options_.arena_pages) + " pages";
   why += ", and nothing is left to evict from the prefix tree";
@@ -146,10 +178,12 @@ void Cache::ReleasePages(std::span<Page* const> pages) {
   for (Page* p : dead) {
     LLAMAY_CHECK(live_.erase(p) == 1) << "page " << p->serial << " freed twice";
     ++freed_total_;
+    bytes_live_ -= p->bytes;
     if (p->slot >= 0) {
       arena_free_.push_back(p->slot);
-    } else if (heap_free_.size() < kMaxHeapFree) {
-      heap_free_.push_back(p->data);
+    } else if (heap_free_count_ < kMaxHeapFree) {
+      heap_free_[p->bytes].push_back(p->data);
+      ++heap_free_count_;
     } else {
       std::free(p->data);
     }
@@ -163,8 +197,23 @@ Status Cache::Retain(const Context& ctx, bool pin) {
   Context copy = ctx.Fork();  // takes ctx's lock shared, before tree_mu_ (lock order)
   if (copy.s_->tokens.empty()) return Status::Ok();
   copy.s_->tree_owned = true;
+  // The fork's checkpoints, and its live slot when it has consumed every position, go to the tree's
+  // nodes; entry contexts hold no state. (Nobody else can reach the fork yet: no lock needed.)
+  std::vector<internal::Checkpoint> donated = std::move(copy.s_->checkpoints);
+  copy.s_->checkpoints.clear();
+  if (Page* state = copy.s_->state; state != nullptr) {
+    const size_t n = copy.s_->tokens.size();
+    if (copy.s_->state_pos == n && (donated.empty() || donated.back().pos != n)) {
+      donated.push_back({n, state});
+    } else {
+      Page* drop[1] = {state};
+      ReleasePages(drop);
+    }
+    copy.s_->state = nullptr;
+    copy.s_->state_pos = 0;
+  }
   std::lock_guard t(tree_mu_);
-  tree_->Insert(std::move(copy), pin);
+  tree_->Insert(std::move(copy), pin, std::move(donated));
   while ((options_.tree_max_entries && tree_->entries() > options_.tree_max_entries) ||
          (options_.tree_max_bytes && tree_->bytes() > options_.tree_max_bytes)) {
     if (!tree_->EvictOne()) break;
@@ -176,18 +225,23 @@ MatchResult Cache::Match(std::span<const int32_t> tokens) {
   MatchResult r;
   {
     std::lock_guard t(tree_mu_);
-    auto [entry, matched] = tree_->Match(tokens);
-    if (entry != nullptr) {
-      r.context = entry->Fork();
-      r.matched = matched;
+    internal::TreeMatch m = tree_->Match(tokens);
+    if (m.entry != nullptr) {
+      r.context = m.entry->Fork();
+      r.matched = m.matched;
+      if (m.state != nullptr) {  // the checkpoint becomes the live slot, shared until first written
+        m.state->refs.fetch_add(1, std::memory_order_relaxed);
+        r.context.s_->state = m.state;
+        r.context.s_->state_pos = m.matched;
+      }
     }
   }
   if (!r.context.valid()) {
     r.context = NewContext();
     return r;
   }
-  Status s = r.context.Truncate(r.matched);
-  LLAMAY_CHECK(s.ok()) << s.ToString();
+  std::unique_lock l(r.context.s_->mu);
+  Context::DropTail(r.context.s_, r.matched);
   return r;
 }
 
@@ -211,9 +265,20 @@ std::vector<TreeEntryInfo> Cache::TreeEntries() const {
   return tree_->Entries();
 }
 
-std::optional<std::vector<int32_t>> Cache::NextVictim() const {
+std::vector<TreeCheckpointInfo> Cache::TreeCheckpoints() const {
+  std::lock_guard t(tree_mu_);
+  return tree_->Checkpoints();
+}
+
+std::optional<std::pair<std::vector<int32_t>, bool>> Cache::NextVictimOf() const {
   std::lock_guard t(tree_mu_);
   return tree_->VictimTokens();
+}
+
+std::optional<std::vector<int32_t>> Cache::NextVictim() const {
+  auto v = NextVictimOf();
+  if (!v) return std::nullopt;
+  return v->first;
 }
 
 CacheStats Cache::Stats() const {
@@ -224,15 +289,18 @@ CacheStats Cache::Stats() const {
   s.tree_pinned = tree_->pinned();
   s.tree_bytes = tree_->bytes();
   s.tree_evictions = tree_->evictions();
+  s.tree_checkpoints = tree_->checkpoints();
   std::lock_guard l(pool_mu_);
-  s.page_bytes = page_bytes_;
+  s.page_bytes = options_.layout.page_bytes();
   s.pages_live = live_.size();
-  for (const Page* p : live_)
+  for (const Page* p : live_) {
     if (p->refs.load(std::memory_order_relaxed) > 1) ++s.pages_shared;
+    if (p->state) ++s.states_live;
+  }
   s.pages_allocated_total = allocated_total_;
   s.pages_freed_total = freed_total_;
   s.page_copies = copies_.load(std::memory_order_relaxed);
-  s.bytes_live = live_.size() * page_bytes_;
+  s.bytes_live = bytes_live_;
   s.max_bytes = options_.max_bytes;
   s.arena_slots = options_.arena_pages;
   s.arena_slots_out = arena_ ? options_.arena_pages - arena_free_.size() : 0;
@@ -256,12 +324,43 @@ Status Cache::CheckPagesLocked() const {
   const size_t P = options_.layout.page_tokens;
   std::unordered_map<const Page*, int32_t> holders;
   for (const ContextState* s : contexts_) {
-    if (s->pages.size() != (s->tokens.size() + P - 1) / P)
-      return InternalError("kv: context " + std::to_string(s->id) + " has " +
-                           std::to_string(s->pages.size()) + " pages for " +
-                           std::to_string(s->tokens.size()) + " positions");
-    for (const Page* p : s->pages) ++holders[p];
+    const std::string who = "kv: context " + std::to_string(s->id);
+    if (s->pages.size() != groups_.attention.size()) return InternalError(who + " has the wrong number of page lists");
+    for (size_t g = 0; g < s->pages.size(); ++g) {
+      if (s->pages[g].size() != (s->tokens.size() + P - 1) / P)
+        return InternalError(who + " has " + std::to_string(s->pages[g].size()) + " pages for " +
+                             std::to_string(s->tokens.size()) + " positions");
+      for (size_t i = 0; i < s->pages[g].size(); ++i) {
+        const Page* p = s->pages[g][i];
+        if (p == nullptr) {
+          // Only a windowed group releases pages, and only those no query at size() reads.
+          const size_t w = groups_.attention[g].window;
+          if (w == 0 || s->tokens.size() < w || (i + 1) * P > s->tokens.size() - w + 1)
+            return InternalError(who + " lacks page " + std::to_string(i) + " of group " + std::to_string(g));
+          continue;
+        }
+        if (p->state || p->bytes != groups_.attention[g].page_bytes)
+          return InternalError(who + " holds a page of the wrong kind in group " + std::to_string(g));
+        ++holders[p];
+      }
+    }
+    if (s->state_pos > s->tokens.size()) return InternalError(who + ": state past its positions");
+    if (s->state_pos > 0 && s->state == nullptr) return InternalError(who + ": consumed positions without a state");
+    if (s->state != nullptr) {
+      if (s->state->bytes != groups_.recurrent.page_bytes || !s->state->state)
+        return InternalError(who + ": live slot of the wrong kind");
+      ++holders[s->state];
+    }
+    size_t last = 0;
+    for (const auto& c : s->checkpoints) {
+      if (c.pos <= last || c.pos > s->state_pos || c.state == nullptr || !c.state->state)
+        return InternalError(who + ": checkpoint at " + std::to_string(c.pos) + " out of order or past the state");
+      last = c.pos;
+      ++holders[c.state];
+    }
   }
+  // Tree checkpoints hold their pages too.
+  for (const auto& [p, n] : tree_->CheckpointHolds()) holders[p] += static_cast<int32_t>(n);
   for (const auto& [p, n] : holders) {
     if (live_.count(const_cast<Page*>(p)) == 0) return InternalError("kv: a context holds a freed page");
     const int32_t refs = p->refs.load(std::memory_order_relaxed);
@@ -273,7 +372,10 @@ Status Cache::CheckPagesLocked() const {
     if (holders.count(p) == 0) return InternalError("kv: live page " + std::to_string(p->serial) + " is held by no context");
   if (allocated_total_ - freed_total_ != live_.size())
     return InternalError("kv: allocated - freed != live pages");
-  if (options_.max_bytes && live_.size() * page_bytes_ > options_.max_bytes)
+  size_t bytes = 0;
+  for (const Page* p : live_) bytes += p->bytes;
+  if (bytes != bytes_live_) return InternalError("kv: live bytes " + std::to_string(bytes_live_) + " != " + std::to_string(bytes));
+  if (options_.max_bytes && bytes_live_ > options_.max_bytes)
     return InternalError("kv: live pages exceed the memory budget");
   std::set<int64_t> used;
   for (const Page* p : live_) {

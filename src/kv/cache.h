@@ -2,16 +2,28 @@
 // tree. The entry point of the state engine.
 //
 // Pages
-//   - Every page comes from AllocatePage and goes back through ReleasePage, the one release path (heap or
-//     arena alike). Pages are zeroed when issued (except a page about to be overwritten whole by a copy).
-//   - With arena_pages > 0 every page is a slot of one preallocated slab; slots out == live pages.
-//   - Memory is bounded: live pages * page_bytes <= max_bytes (when set). An allocation that would exceed
-//     it first evicts prefix-tree entries, and fails with ResourceExhausted only when none is evictable.
+//   - A page is a page of one attention group (the group's page_bytes) or one recurrent state (a live
+//     slot or a checkpoint). Every page comes from AllocatePage and goes back through ReleasePages, the one
+//     release path (heap or arena alike). Pages are zeroed when issued (except a page about to be
+//     overwritten whole by a copy).
+//   - With arena_pages > 0 every page is a slot of one preallocated slab (slots as large as the largest
+//     kind of page); slots out == live pages.
+//   - Memory is bounded in bytes: the bytes of every live page (KV pages, live slots, checkpoints) <=
+//     max_bytes (when set). An allocation that would exceed it first evicts prefix-tree entries and
+//     checkpoints, and fails with ResourceExhausted only when none is evictable.
 //
 // Prefix tree (prefix_tree.h)
 //   - Retain(ctx) inserts a fork of ctx under its token sequence; Match(tokens) returns a new context
 //     holding the longest prefix of `tokens` that any entry computed, and its length. A match may end
 //     inside a page: that page is then shared, and copied only when the new context writes it.
+//   - Recurrent layouts: Retain donates the context's checkpoints (and its live slot, when it has consumed
+//     every position) to the tree nodes ending exactly at their positions. Match truncates reuse to the
+//     deepest node on the matched path that owns a checkpoint, and hands the new context the checkpoint
+//     as its live slot (shared: the first write copies it, so the cached one never changes, and the
+//     context's reference protects it from eviction). Windowed groups: reuse at n needs the pages a
+//     query at n reads; a shorter candidate is tried, else nothing is reused.
+//   - Checkpoints are evicted independently of entries, least recently used first, in the same byte
+//     budget; a checkpoint at a pinned entry is never a victim.
 //   - Bounded by tree_max_bytes (bytes of the distinct pages its entries hold) and tree_max_entries.
 //     Eviction takes the least recently used unpinned leaf entry first (then unpinned interior entries),
 //     never an interior split node, never a pinned entry; it prunes upward and collapses one-child nodes.
@@ -29,7 +41,9 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -53,13 +67,14 @@ struct CacheOptions {
 };
 
 struct CacheStats {
-  size_t page_bytes = 0;
+  size_t page_bytes = 0;    // KV pages of every attention group for page_tokens positions
   size_t pages_live = 0;
   size_t pages_shared = 0;  // live pages with refcount > 1
   uint64_t pages_allocated_total = 0;
   uint64_t pages_freed_total = 0;
   uint64_t page_copies = 0;  // copy-on-write copies made by Writable()
-  size_t bytes_live = 0;
+  size_t states_live = 0;  // live recurrent slots and checkpoints (pages of the state kind)
+  size_t bytes_live = 0;    // every live page, both kinds
   size_t max_bytes = 0;
   size_t arena_slots = 0;
   size_t arena_slots_out = 0;
@@ -67,8 +82,9 @@ struct CacheStats {
   size_t tree_entries = 0;
   size_t tree_nodes = 0;  // including the root
   size_t tree_pinned = 0;
-  size_t tree_bytes = 0;
-  uint64_t tree_evictions = 0;
+  size_t tree_bytes = 0;    // distinct pages held by tree entries and checkpoints
+  size_t tree_checkpoints = 0;
+  uint64_t tree_evictions = 0;  // entries and checkpoints
 };
 
 struct MatchResult {
@@ -82,6 +98,12 @@ struct TreeEntryInfo {
   uint64_t last_used = 0;  // tick of the last Retain or Match that used it
 };
 
+struct TreeCheckpointInfo {
+  std::vector<int32_t> tokens;  // the node's path: the state is the one after exactly these tokens
+  uint64_t last_used = 0;       // tick of the Retain that donated it or the last Match that used it
+  bool protected_ = false;      // at a pinned entry: never a victim
+};
+
 class Cache {
  public:
   static Result<std::unique_ptr<Cache>> Create(const CacheOptions& options);
@@ -91,6 +113,7 @@ class Cache {
   Cache& operator=(const Cache&) = delete;
 
   const KvLayout& layout() const { return options_.layout; }
+  const StateGroups& groups() const { return groups_; }
   const CacheOptions& options() const { return options_; }
 
   Context NewContext();
@@ -109,7 +132,10 @@ class Cache {
   CacheStats Stats() const;
   // Tree entries in depth-first order (children by ascending first token).
   std::vector<TreeEntryInfo> TreeEntries() const;
-  // The tokens of the entry EvictOne would remove.
+  // Checkpoints owned by tree nodes, in the same order.
+  std::vector<TreeCheckpointInfo> TreeCheckpoints() const;
+  // The tokens of the entry (or checkpoint node) EvictOne would remove, and whether it is a checkpoint.
+  std::optional<std::pair<std::vector<int32_t>, bool>> NextVictimOf() const;
   std::optional<std::vector<int32_t>> NextVictim() const;
 
   // Checks every invariant of pages, arena, contexts and tree (see docs/design.md); an Internal status
@@ -122,10 +148,11 @@ class Cache {
   friend class internal::PrefixTree;
   explicit Cache(const CacheOptions& options);
 
-  // A page with refcount 1. zero: clear it (false only when the caller overwrites every byte).
-  Result<internal::Page*> AllocatePage(bool zero);
-  bool HasRoomLocked() const;
-  internal::Page* IssuePageLocked(bool zero);
+  // A page of `bytes` with refcount 1. zero: clear it (false only when the caller overwrites every byte).
+  // state: a recurrent state page rather than a KV page.
+  Result<internal::Page*> AllocatePage(size_t bytes, bool zero, bool state = false);
+  bool HasRoomLocked(size_t bytes) const;
+  internal::Page* IssuePageLocked(size_t bytes, bool zero, bool state);
   // The one release path: drops one reference from each page; a page whose count reaches zero goes
   // back to the heap free list or the arena.
   void ReleasePages(std::span<internal::Page* const> pages);
@@ -135,7 +162,8 @@ class Cache {
   Status CheckPagesLocked() const;
 
   const CacheOptions options_;
-  const size_t page_bytes_;
+  const StateGroups groups_;
+  const size_t page_bytes_;  // the largest kind of page: an arena slot
 
   mutable std::mutex tree_mu_;
   std::unique_ptr<internal::PrefixTree> tree_;  // GUARDED_BY(tree_mu_)
@@ -143,7 +171,9 @@ class Cache {
   mutable std::mutex pool_mu_;
   std::unordered_set<internal::Page*> live_;              // GUARDED_BY(pool_mu_)
   std::unordered_set<internal::ContextState*> contexts_;  // GUARDED_BY(pool_mu_)
-  std::vector<uint8_t*> heap_free_;                       // GUARDED_BY(pool_mu_): recycled buffers
+  std::unordered_map<size_t, std::vector<uint8_t*>> heap_free_;  // GUARDED_BY(pool_mu_): by size
+  size_t heap_free_count_ = 0;                                   // GUARDED_BY(pool_mu_)
+  size_t bytes_live_ = 0;                                        // GUARDED_BY(pool_mu_)
   uint8_t* arena_ = nullptr;                              // arena_pages * page_bytes_
   std::vector<int64_t> arena_free_;                       // GUARDED_BY(pool_mu_)
   uint64_t allocated_total_ = 0;                          // GUARDED_BY(pool_mu_)

@@ -1,5 +1,6 @@
 #include "kv/context.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -36,7 +37,10 @@ size_t Context::size() const {
 size_t Context::n_pages() const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);
-  return s_->pages.size();
+  size_t n = 0;
+  for (const auto& list : s_->pages)
+    for (const Page* p : list) n += p != nullptr;
+  return n;
 }
 
 std::vector<int32_t> Context::tokens() const {
@@ -52,16 +56,16 @@ const KvLayout& Context::layout() const {
 
 Cache* Context::cache() const { return s_ ? s_->cache : nullptr; }
 
-Status Context::Writable(ContextState* s, size_t index) {
-  Page* old = s->pages[index];
+Status Context::Writable(ContextState* s, Page** page) {
+  Page* old = *page;
   // acquire: pairs with the release in ReleasePages, so reads by a holder that has let go happen
   // before our writes.
   if (old->refs.load(std::memory_order_acquire) == 1) return Status::Ok();
   Cache* cache = s->cache;
-  LLAMAY_ASSIGN_OR_RETURN(Page * fresh, cache->AllocatePage(/*zero=*/false));
-  std::memcpy(fresh->data, old->data, cache->page_bytes_);
+  LLAMAY_ASSIGN_OR_RETURN(Page * fresh, cache->AllocatePage(old->bytes, /*zero=*/false, old->state));
+  std::memcpy(fresh->data, old->data, old->bytes);
   cache->copies_.fetch_add(1, std::memory_order_relaxed);
-  s->pages[index] = fresh;
+  *page = fresh;
   Page* drop[1] = {old};
   cache->ReleasePages(drop);
   return Status::Ok();
@@ -75,64 +79,77 @@ Status Context::AppendImpl(std::span<const int32_t> tokens, bool caller_overwrit
   if (tokens.empty()) return Status::Ok();
   std::unique_lock l(s_->mu);
   const KvLayout& layout = s_->cache->layout();
+  const StateGroups& groups = s_->cache->groups();
   const size_t P = layout.page_tokens;
   const size_t old = s_->tokens.size();
   if (old + tokens.size() > kMaxPositions)
     return OutOfRangeError("context would hold " + std::to_string(old + tokens.size()) +
                            " positions; the limit is " + std::to_string(kMaxPositions));
-  // 1. The partly used tail page becomes private (its content is unchanged by this).
   const size_t tail_used = old % P;
-  if (tail_used != 0) LLAMAY_RETURN_IF_ERROR(Writable(s_, old / P));
-  // 2. New pages, all or nothing.
-  const size_t need = (old + tokens.size() + P - 1) / P - s_->pages.size();
-  std::vector<Page*> fresh;
-  fresh.reserve(need);
-  for (size_t i = 0; i < need; ++i) {
-    auto page = s_->cache->AllocatePage(/*zero=*/!caller_overwrites);
-    if (!page.ok()) {
-      s_->cache->ReleasePages(fresh);
-      return page.status();
+  const size_t need = (old + tokens.size() + P - 1) / P - (old + P - 1) / P;
+  const size_t n_groups = groups.attention.size();
+  // 1. The partly used tail page of each group becomes private (its content is unchanged by this).
+  //    A released tail page cannot occur: a windowed group always keeps the page holding size() - 1.
+  if (tail_used != 0)
+    for (size_t g = 0; g < n_groups; ++g) LLAMAY_RETURN_IF_ERROR(Writable(s_, &s_->pages[g][old / P]));
+  // 2. New pages for every group, all or nothing.
+  std::vector<std::vector<Page*>> fresh(n_groups);
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t i = 0; i < need; ++i) {
+      auto page = s_->cache->AllocatePage(groups.attention[g].page_bytes, /*zero=*/!caller_overwrites);
+      if (!page.ok()) {
+        for (auto& f : fresh) s_->cache->ReleasePages(f);
+        return page.status();
+      }
+      fresh[g].push_back(*page);
     }
-    fresh.push_back(*page);
   }
-  // 3. Slots of the tail page that become positions may hold values from before a truncation: clear.
-  if (caller_overwrites) {
-    // Slots past the new end of the last page are the only bytes nobody writes: clear them.
-    const size_t end_slot = (old + tokens.size()) % P;
-    if (end_slot != 0 && need > 0) {
-      uint8_t* data = fresh.back()->data;
-      for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
+  // 3. Slots that become positions may hold values from before a rollback; with caller_overwrites, slots
+  //    past the new end of the last page are the only bytes nobody writes. Clear both.
+  const size_t end_slot = (old + tokens.size()) % P;
+  for (size_t g = 0; g < n_groups; ++g) {
+    const uint32_t n_layers = static_cast<uint32_t>(groups.attention[g].layers.size());
+    if (caller_overwrites && end_slot != 0 && need > 0) {
+      uint8_t* data = fresh[g].back()->data;
+      for (uint32_t layer = 0; layer < n_layers; ++layer)
         for (KvKind kind : {KvKind::kKey, KvKind::kValue})
           std::memset(data + layout.RowOffset(layer, kind, static_cast<uint32_t>(end_slot)), 0,
                       (P - end_slot) * layout.row_bytes());
     }
+    if (tail_used != 0) {
+      const size_t n = std::min(P - tail_used, tokens.size());
+      uint8_t* data = s_->pages[g][old / P]->data;
+      for (uint32_t layer = 0; layer < n_layers; ++layer)
+        for (KvKind kind : {KvKind::kKey, KvKind::kValue})
+          std::memset(data + layout.RowOffset(layer, kind, static_cast<uint32_t>(tail_used)), 0,
+                      n * layout.row_bytes());
+    }
+    s_->pages[g].insert(s_->pages[g].end(), fresh[g].begin(), fresh[g].end());
   }
-  if (tail_used != 0) {
-    const size_t n = std::min(P - tail_used, tokens.size());
-    uint8_t* data = s_->pages[old / P]->data;
-    for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
-      for (KvKind kind : {KvKind::kKey, KvKind::kValue})
-        std::memset(data + layout.RowOffset(layer, kind, static_cast<uint32_t>(tail_used)), 0,
-                    n * layout.row_bytes());
-  }
-  s_->pages.insert(s_->pages.end(), fresh.begin(), fresh.end());
   s_->tokens.insert(s_->tokens.end(), tokens.begin(), tokens.end());
   return Status::Ok();
 }
 
 namespace {
 
-Status CheckRowArgs(const ContextState* s, size_t pos, uint32_t layer, size_t len) {
+// The group page holding (pos, layer), after checking the arguments.
+Result<LayerSlot> CheckRowArgs(const ContextState* s, size_t pos, uint32_t layer, size_t len) {
   const KvLayout& layout = s->cache->layout();
   if (pos >= s->tokens.size())
     return OutOfRangeError("position " + std::to_string(pos) + " beyond context of " +
                            std::to_string(s->tokens.size()));
   if (layer >= layout.n_layers)
     return OutOfRangeError("layer " + std::to_string(layer) + " of " + std::to_string(layout.n_layers));
+  const LayerSlot slot = s->cache->groups().slots[layer];
+  if (slot.kind != LayerKind::kAttention)
+    return InvalidArgumentError("layer " + std::to_string(layer) + " is recurrent: it has no K/V rows");
   if (len != layout.row_elems())
     return InvalidArgumentError("row of " + std::to_string(len) + " values; layout wants " +
                                 std::to_string(layout.row_elems()));
-  return Status::Ok();
+  if (s->pages[slot.group][pos / layout.page_tokens] == nullptr)
+    return FailedPreconditionError("position " + std::to_string(pos) + " of layer " + std::to_string(layer) +
+                                   " is outside its window and was released");
+  return slot;
 }
 
 }  // namespace
@@ -141,11 +158,12 @@ Status Context::WriteRow(size_t pos, uint32_t layer, KvKind kind, std::span<cons
   LLAMAY_CHECK(s_) << "use of an empty Context";
   LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
   std::unique_lock l(s_->mu);
-  LLAMAY_RETURN_IF_ERROR(CheckRowArgs(s_, pos, layer, row.size()));
+  LLAMAY_ASSIGN_OR_RETURN(LayerSlot slot, CheckRowArgs(s_, pos, layer, row.size()));
   const KvLayout& layout = s_->cache->layout();
   const size_t P = layout.page_tokens;
-  LLAMAY_RETURN_IF_ERROR(Writable(s_, pos / P));
-  uint8_t* dst = s_->pages[pos / P]->data + layout.RowOffset(layer, kind, static_cast<uint32_t>(pos % P));
+  Page** page = &s_->pages[slot.group][pos / P];
+  LLAMAY_RETURN_IF_ERROR(Writable(s_, page));
+  uint8_t* dst = (*page)->data + layout.RowOffset(slot.index, kind, static_cast<uint32_t>(pos % P));
   internal::EncodeRow(layout.precision, row.data(), layout.row_elems(), dst);
   return Status::Ok();
 }
@@ -153,28 +171,159 @@ Status Context::WriteRow(size_t pos, uint32_t layer, KvKind kind, std::span<cons
 Status Context::ReadRow(size_t pos, uint32_t layer, KvKind kind, std::span<float> out) const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);
-  LLAMAY_RETURN_IF_ERROR(CheckRowArgs(s_, pos, layer, out.size()));
+  LLAMAY_ASSIGN_OR_RETURN(LayerSlot slot, CheckRowArgs(s_, pos, layer, out.size()));
   const KvLayout& layout = s_->cache->layout();
   const size_t P = layout.page_tokens;
   const uint8_t* src =
-      s_->pages[pos / P]->data + layout.RowOffset(layer, kind, static_cast<uint32_t>(pos % P));
+      s_->pages[slot.group][pos / P]->data + layout.RowOffset(slot.index, kind, static_cast<uint32_t>(pos % P));
   internal::DecodeRow(layout.precision, src, layout.row_elems(), out.data());
   return Status::Ok();
 }
 
-Status Context::Truncate(size_t n) {
+void Context::DropTail(ContextState* s, size_t n) {
+  const size_t P = s->cache->layout().page_tokens;
+  const size_t keep = (n + P - 1) / P;
+  for (auto& list : s->pages) {
+    std::vector<Page*> drop;
+    for (size_t i = keep; i < list.size(); ++i)
+      if (list[i] != nullptr) drop.push_back(list[i]);
+    s->cache->ReleasePages(drop);
+    list.resize(keep);
+  }
+  s->tokens.resize(n);
+  std::vector<Page*> drop;
+  while (!s->checkpoints.empty() && s->checkpoints.back().pos > n) {
+    drop.push_back(s->checkpoints.back().state);
+    s->checkpoints.pop_back();
+  }
+  s->cache->ReleasePages(drop);
+}
+
+Status Context::Rollback(size_t n) {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
   std::unique_lock l(s_->mu);
   if (n > s_->tokens.size())
-    return OutOfRangeError("truncate to " + std::to_string(n) + " beyond context of " +
+    return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " +
                            std::to_string(s_->tokens.size()));
-  const size_t P = s_->cache->layout().page_tokens;
-  const size_t keep = (n + P - 1) / P;
-  s_->cache->ReleasePages(std::span<Page* const>(s_->pages).subspan(keep));
-  s_->pages.resize(keep);
-  s_->tokens.resize(n);
+  const KvLayout& layout = s_->cache->layout();
+  const StateGroups& groups = s_->cache->groups();
+  const size_t P = layout.page_tokens;
+  // 1. Windows: a query at n reads keys [n - w + 1, n); their pages must still be held.
+  for (size_t g = 0; g < groups.attention.size(); ++g) {
+    const size_t w = groups.attention[g].window;
+    if (w == 0 || n == 0) continue;
+    const size_t first = n >= w ? n - w + 1 : 0;
+    for (size_t i = first / P; i <= (n - 1) / P; ++i)
+      if (s_->pages[g][i] == nullptr)
+        return FailedPreconditionError("cannot roll back to position " + std::to_string(n) + ": the window of " +
+                                       std::to_string(w) + " positions before it was released");
+  }
+  // 2. The recurrent state: unchanged when it has not consumed past n, else a checkpoint at exactly n.
+  Page* restore = nullptr;
+  if (groups.has_recurrent() && n < s_->state_pos) {
+    auto it = std::find_if(s_->checkpoints.begin(), s_->checkpoints.end(),
+                           [n](const internal::Checkpoint& c) { return c.pos == n; });
+    if (n != 0 && it == s_->checkpoints.end()) {
+      std::string have;
+      for (const auto& c : s_->checkpoints) have += (have.empty() ? "" : ", ") + std::to_string(c.pos);
+      return FailedPreconditionError("cannot roll back a recurrent state from position " +
+                                     std::to_string(s_->state_pos) + " to " + std::to_string(n) +
+                                     ": no checkpoint there (checkpoints at: " + (have.empty() ? "none" : have) +
+                                     ")");
+    }
+    if (n != 0) {
+      restore = it->state;
+      restore->refs.fetch_add(1, std::memory_order_relaxed);
+    }
+    Page* drop[1] = {s_->state};
+    s_->cache->ReleasePages(std::span<Page* const>(drop, s_->state ? 1 : 0));
+    s_->state = restore;
+    s_->state_pos = n;
+  }
+  DropTail(s_, n);
   return Status::Ok();
+}
+
+size_t Context::state_position() const {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  std::shared_lock l(s_->mu);
+  return s_->state_pos;
+}
+
+Result<uint8_t*> Context::MutableState() {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  const StateGroups& groups = s_->cache->groups();
+  if (!groups.has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
+  if (s_->state == nullptr) {
+    LLAMAY_ASSIGN_OR_RETURN(s_->state, s_->cache->AllocatePage(groups.recurrent.page_bytes, /*zero=*/true, /*state=*/true));
+    return s_->state->data;
+  }
+  LLAMAY_RETURN_IF_ERROR(Writable(s_, &s_->state));
+  return s_->state->data;
+}
+
+const uint8_t* Context::StateData() const {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  std::shared_lock l(s_->mu);
+  return s_->state ? s_->state->data : nullptr;
+}
+
+Status Context::CommitState(size_t n) {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  if (!s_->cache->groups().has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
+  if (n < s_->state_pos || n > s_->tokens.size())
+    return OutOfRangeError("commit of the state at " + std::to_string(n) + " outside [" +
+                           std::to_string(s_->state_pos) + ", " + std::to_string(s_->tokens.size()) + "]");
+  if (n > 0 && s_->state == nullptr) return FailedPreconditionError("commit of a state that was never written");
+  s_->state_pos = n;
+  return Status::Ok();
+}
+
+Status Context::Checkpoint() {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  if (!s_->cache->groups().has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
+  if (s_->state_pos == 0) return Status::Ok();
+  if (!s_->checkpoints.empty() && s_->checkpoints.back().pos == s_->state_pos) return Status::Ok();
+  s_->state->refs.fetch_add(1, std::memory_order_relaxed);
+  s_->checkpoints.push_back({s_->state_pos, s_->state});
+  return Status::Ok();
+}
+
+std::vector<size_t> Context::CheckpointPositions() const {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  std::shared_lock l(s_->mu);
+  std::vector<size_t> out;
+  for (const auto& c : s_->checkpoints) out.push_back(c.pos);
+  return out;
+}
+
+void Context::TrimWindows() {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  const StateGroups& groups = s_->cache->groups();
+  const size_t P = s_->cache->layout().page_tokens;
+  const size_t n = s_->tokens.size();
+  for (size_t g = 0; g < groups.attention.size(); ++g) {
+    const size_t w = groups.attention[g].window;
+    if (w == 0 || n < w) continue;
+    // A query at n reads keys from n - w + 1: pages wholly before it go.
+    const size_t first_needed_page = (n - w + 1) / P;
+    std::vector<Page*> drop;
+    for (size_t i = 0; i < first_needed_page; ++i)
+      if (s_->pages[g][i] != nullptr) {
+        drop.push_back(s_->pages[g][i]);
+        s_->pages[g][i] = nullptr;
+      }
+    s_->cache->ReleasePages(drop);
+  }
 }
 
 Context Context::Fork() const {
@@ -185,7 +334,14 @@ Context Context::Fork() const {
     std::shared_lock l(s_->mu);
     child->pages = s_->pages;
     child->tokens = s_->tokens;
-    for (Page* p : child->pages) p->refs.fetch_add(1, std::memory_order_relaxed);
+    child->state = s_->state;
+    child->state_pos = s_->state_pos;
+    child->checkpoints = s_->checkpoints;
+    for (const auto& list : child->pages)
+      for (Page* p : list)
+        if (p != nullptr) p->refs.fetch_add(1, std::memory_order_relaxed);
+    if (child->state != nullptr) child->state->refs.fetch_add(1, std::memory_order_relaxed);
+    for (const auto& c : child->checkpoints) c.state->refs.fetch_add(1, std::memory_order_relaxed);
   }
   return s_->cache->Register(std::move(child));
 }
@@ -205,13 +361,30 @@ void Context::Close() {
   s->cache->Unregister(s);  // deletes s
 }
 
-std::vector<const uint8_t*> Context::PageData() const {
+std::vector<const uint8_t*> Context::PageData(uint32_t group) const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);
+  LLAMAY_CHECK(group < s_->pages.size()) << "attention group " << group << " of " << s_->pages.size();
   std::vector<const uint8_t*> out;
-  out.reserve(s_->pages.size());
-  for (const Page* p : s_->pages) out.push_back(p->data);
+  out.reserve(s_->pages[group].size());
+  for (const Page* p : s_->pages[group]) out.push_back(p ? p->data : nullptr);
   return out;
+}
+
+Status Context::PrepareWrite(size_t from) {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  const size_t P = s_->cache->layout().page_tokens;
+  const size_t n = s_->tokens.size();
+  if (from >= n) return Status::Ok();
+  for (auto& list : s_->pages)
+    for (size_t i = from / P; i <= (n - 1) / P; ++i) {
+      if (list[i] == nullptr)
+        return FailedPreconditionError("position " + std::to_string(i * P) + " was released by its window");
+      LLAMAY_RETURN_IF_ERROR(Writable(s_, &list[i]));
+    }
+  return Status::Ok();
 }
 
 }  // namespace llamay::kv

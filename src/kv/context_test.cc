@@ -44,7 +44,7 @@ TEST(Context, AppendedPositionsReadZeroAndBoundsAreChecked) {
   EXPECT_EQ(c.ReadRow(0, 2, KvKind::kKey, row).code(), StatusCode::kOutOfRange);
   std::vector<float> short_row(31);
   EXPECT_EQ(c.WriteRow(0, 0, KvKind::kKey, short_row).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Truncate(7).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.Rollback(7).code(), StatusCode::kOutOfRange);
   EXPECT_EQ(c.size(), 6u);
   ExpectInvariants(*cache);
 }
@@ -129,7 +129,7 @@ TEST(Truncate, EveryPointOfASharedContext) {
   for (size_t t = 0; t <= parent.size(); ++t) {
     SCOPED_TRACE("t=" + std::to_string(t));
     Context b = parent.Fork();
-    ASSERT_TRUE(b.Truncate(t).ok());
+    ASSERT_TRUE(b.Rollback(t).ok());
     EXPECT_EQ(b.size(), t);
     EXPECT_EQ(b.n_pages(), (t + 3) / 4);
     auto got = ReadAll(b);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <shared_mutex>
+#include <cstddef>
 #include <vector>
 
 namespace llamay::kv {
@@ -13,13 +14,23 @@ class Cache;
 
 namespace llamay::kv::internal {
 
-// One page: page_tokens positions of every layer, laid out as KvLayout describes.
-// `refs` is the number of contexts (user or prefix-tree) whose page list holds this page.
+// One page: either page_tokens positions of every layer of one attention group, laid out as KvLayout
+// describes, or one recurrent state (a live slot or a checkpoint: every recurrent layer's state).
+// `refs` is the number of holders: contexts (user or prefix-tree) whose page lists, live slot or
+// checkpoint list hold it, and prefix-tree nodes that own it as a checkpoint.
 struct Page {
-  uint8_t* data = nullptr;  // [layer][k|v][slot][row]; page_bytes long
+  uint8_t* data = nullptr;  // group page: [layer in group][k|v][slot][row]; state: [layer][state bytes]
+  size_t bytes = 0;         // page_bytes of its group, or the recurrent slot's bytes
+  bool state = false;       // a recurrent state (live slot or checkpoint), not a KV page
   int64_t slot = -1;        // arena slot, or -1 for a heap page
   uint64_t serial = 0;      // issue number, for diagnostics
   std::atomic<int32_t> refs{1};
+};
+
+// A frozen recurrent state: the complete state after exactly the first `pos` positions.
+struct Checkpoint {
+  size_t pos = 0;
+  Page* state = nullptr;
 };
 
 // What a Context handle points at.
@@ -30,8 +41,16 @@ struct ContextState {
   // Exclusive for every mutation (append, write, truncate, close); shared for reads, fork, snapshot and
   // retain. This is what enforces the single-owner rule: misuse from two threads is serialised.
   mutable std::shared_mutex mu;
-  std::vector<Page*> pages;     // GUARDED_BY(mu); pages.size() == ceil(tokens.size() / page_tokens)
+  // GUARDED_BY(mu): [attention group][page]; each list holds ceil(tokens.size() / page_tokens) entries,
+  // null where a windowed group released a page that no later query can read.
+  std::vector<std::vector<Page*>> pages;
   std::vector<int32_t> tokens;  // GUARDED_BY(mu); one token id per position
+  // GUARDED_BY(mu). The live recurrent slot: the state after the first state_pos positions (null while
+  // state_pos == 0: the zero state). state_pos <= tokens.size(); positions past it are appended but not
+  // yet consumed by the recurrent layers.
+  Page* state = nullptr;
+  size_t state_pos = 0;
+  std::vector<Checkpoint> checkpoints;  // GUARDED_BY(mu); ascending pos, each in (0, state_pos]
 };
 
 }  // namespace llamay::kv::internal

@@ -8,6 +8,12 @@
 //   - the tree's entries (tokens, pinned, last use) and next eviction victim equal the flat list's.
 // At the end, closing everything and clearing the tree returns pool and arena to empty.
 //
+// The hybrid configurations add a recurrent layer and a windowed layer (window 6) beside a full-attention
+// one, and the operations that go with them: writing and committing the recurrent state, checkpoints,
+// rollback (refused where no checkpoint or window allows it), trimming windows, retain donating
+// checkpoints, match truncated to the deepest checkpoint (whose state must read back exactly as donated),
+// and eviction of checkpoints beside entries. The reference keeps every state and checkpoint as bytes.
+//
 // Default run: LLAMAY_KV_SEEDS (20) seeds x LLAMAY_KV_OPS (300) operations per configuration.
 // The full proof: LLAMAY_KV_SEEDS=500 LLAMAY_KV_OPS=400 (see docs/benchmarks.md for its time).
 #include <gtest/gtest.h>
@@ -34,11 +40,23 @@ int EnvInt(const char* name, int fallback) {
 struct Config {
   KvPrecision precision;
   bool arena;
+  bool hybrid = false;
 };
 
 std::string ConfigName(const testing::TestParamInfo<Config>& info) {
-  return std::string(KvPrecisionName(info.param.precision)) + (info.param.arena ? "_arena" : "_heap");
+  return std::string(KvPrecisionName(info.param.precision)) + (info.param.arena ? "_arena" : "_heap") +
+         (info.param.hybrid ? "_hybrid" : "");
 }
+
+constexpr uint32_t kWindow = 6;
+constexpr size_t kStateBytes = 24;  // per recurrent layer
+
+using Bytes = std::vector<uint8_t>;
+
+struct RefCheckpoint {
+  size_t pos = 0;
+  Bytes state;
+};
 
 // One position of the reference: [layer][k|v][elems], as read back (after the cache's rounding).
 using Values = std::vector<float>;
@@ -46,6 +64,10 @@ using Values = std::vector<float>;
 struct RefContext {
   std::vector<int32_t> tokens;
   std::vector<Values> values;
+  Bytes state;               // the live slot (all zero: the zero state)
+  size_t state_pos = 0;
+  std::vector<RefCheckpoint> checkpoints;
+  size_t trimmed_pages = 0;  // leading pages the windowed group released
 };
 
 struct RefEntry {
@@ -53,16 +75,34 @@ struct RefEntry {
   std::vector<Values> values;
   bool pinned = false;
   uint64_t tick = 0;
+  size_t trimmed_pages = 0;
 };
+
+// A checkpoint owned by a tree node: the state after exactly `tokens`.
+struct RefTreeCheckpoint {
+  std::vector<int32_t> tokens;
+  Bytes state;
+  uint64_t tick = 0;
+};
+
+bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 class Harness {
  public:
-  Harness(Config cfg, uint32_t seed) : rng_(seed) {
+  Harness(Config cfg, uint32_t seed) : hybrid_(cfg.hybrid), rng_(seed) {
     layout_.n_layers = 2;
     layout_.n_kv_heads = 2;
     layout_.head_dim = 16;
     layout_.page_tokens = 4;
     layout_.precision = cfg.precision;
+    if (hybrid_) {  // full attention, recurrent, windowed attention
+      layout_.n_layers = 3;
+      layout_.layer_specs = {{LayerKind::kAttention, 0}, {LayerKind::kRecurrent, 0}, {LayerKind::kAttention, kWindow}};
+      layout_.recurrent_layer_bytes = kStateBytes;
+      layout_.checkpoint_tokens = 4;
+    }
     CacheOptions o;
     o.layout = layout_;
     if (cfg.arena) {
@@ -96,6 +136,7 @@ class Harness {
     ref_.clear();
     cache_->ClearTree();
     entries_.clear();
+    tree_cps_.clear();
     CacheStats s = cache_->Stats();
     EXPECT_EQ(s.pages_live, 0u);
     EXPECT_EQ(s.arena_slots_out, 0u);
@@ -109,6 +150,21 @@ class Harness {
   size_t Rand(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
   uint32_t RowElems() const { return layout_.row_elems(); }
   size_t PosValues() const { return size_t{layout_.n_layers} * 2 * RowElems(); }
+  size_t StateBytes() const { return layout_.recurrent_bytes(); }
+  RefContext NewRef(std::vector<int32_t> toks) {
+    RefContext r;
+    r.values.assign(toks.size(), Values(PosValues(), 0.0f));
+    r.tokens = std::move(toks);
+    r.state.assign(StateBytes(), 0);
+    return r;
+  }
+  bool Released(const RefContext& r, size_t pos) const { return hybrid_ && pos / layout_.page_tokens < r.trimmed_pages; }
+  // Whether a context with these released pages holds what a query at n reads in the windowed layer.
+  bool WindowHeld(size_t trimmed_pages, size_t n) const {
+    if (!hybrid_ || n == 0) return true;
+    const size_t first = n >= kWindow ? n - kWindow + 1 : 0;
+    return first / layout_.page_tokens >= trimmed_pages;
+  }
 
   std::vector<int32_t> RandomTokens(size_t n) {
     std::vector<int32_t> t(n);
@@ -147,6 +203,13 @@ class Harness {
   }
 
   void Step() {
+    if (hybrid_ && !live_.empty() && Rand(4) == 0) {
+      switch (Rand(3)) {
+        case 0: return OpState();
+        case 1: return OpCheckpoint();
+        default: return OpTrim();
+      }
+    }
     const size_t op = Rand(100);
     if (op < 12 || live_.empty()) return OpNew();
     if (op < 24) return OpExtend();
@@ -169,8 +232,7 @@ class Harness {
     Status s = c.Append(toks);
     SyncEvictions();
     if (Exhausted(s)) return;
-    RefContext r{toks, std::vector<Values>(toks.size(), Values(PosValues(), 0.0f))};
-    Add(std::move(c), std::move(r));
+    Add(std::move(c), NewRef(toks));
   }
   void OpExtend() {
     last_op_ = "extend";
@@ -190,13 +252,21 @@ class Harness {
     auto& r = ref_[id];
     if (r.tokens.empty()) return;
     const size_t pos = Rand(r.tokens.size());
-    const uint32_t layer = static_cast<uint32_t>(Rand(layout_.n_layers));
+    uint32_t layer = static_cast<uint32_t>(Rand(layout_.n_layers));
     const KvKind kind = Rand(2) ? KvKind::kValue : KvKind::kKey;
     std::vector<float> row(RowElems());
     std::normal_distribution<float> d(0.0f, 1.0f);
     for (auto& x : row) x = d(rng_);
     Status s = live_[id].WriteRow(pos, layer, kind, row);
     SyncEvictions();
+    if (layout_.spec(layer).kind == LayerKind::kRecurrent) {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+      return;
+    }
+    if (layout_.spec(layer).window != 0 && Released(r, pos)) {
+      EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+      return;
+    }
     if (Exhausted(s)) return;
     auto rounded = Rounded(row);
     std::copy(rounded.begin(), rounded.end(),
@@ -212,13 +282,61 @@ class Harness {
     Add(std::move(f), ref_[id]);
   }
   void OpTruncate() {
-    last_op_ = "truncate";
+    last_op_ = "rollback";
     int id = PickLive();
     auto& r = ref_[id];
     const size_t n = Rand(r.tokens.size() + 1);
-    ASSERT_TRUE(live_[id].Truncate(n).ok());
+    Status s = live_[id].Rollback(n);
+    bool allowed = WindowHeld(r.trimmed_pages, n);
+    auto cp = std::find_if(r.checkpoints.begin(), r.checkpoints.end(), [n](const RefCheckpoint& c) { return c.pos == n; });
+    if (hybrid_ && n < r.state_pos && n != 0 && cp == r.checkpoints.end()) allowed = false;
+    if (!allowed) {
+      ASSERT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+      return;
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (hybrid_ && n < r.state_pos) {
+      r.state = n == 0 ? Bytes(StateBytes(), 0) : cp->state;
+      r.state_pos = n;
+    }
+    while (!r.checkpoints.empty() && r.checkpoints.back().pos > n) r.checkpoints.pop_back();
+    r.trimmed_pages = std::min(r.trimmed_pages, (n + layout_.page_tokens - 1) / layout_.page_tokens);
     r.tokens.resize(n);
     r.values.resize(n);
+  }
+  void OpState() {
+    last_op_ = "state";
+    int id = PickLive();
+    auto& r = ref_[id];
+    auto st = live_[id].MutableState();
+    SyncEvictions();
+    if (!st.ok()) {
+      ASSERT_TRUE(Exhausted(st.status()));
+      return;
+    }
+    const size_t off = Rand(StateBytes());
+    const uint8_t v = static_cast<uint8_t>(1 + Rand(255));
+    (*st)[off] = v;
+    r.state[off] = v;
+    const size_t to = r.state_pos + Rand(r.tokens.size() - r.state_pos + 1);
+    ASSERT_TRUE(live_[id].CommitState(to).ok());
+    r.state_pos = to;
+  }
+  void OpCheckpoint() {
+    last_op_ = "checkpoint";
+    int id = PickLive();
+    auto& r = ref_[id];
+    ASSERT_TRUE(live_[id].Checkpoint().ok());
+    if (r.state_pos > 0 && (r.checkpoints.empty() || r.checkpoints.back().pos != r.state_pos))
+      r.checkpoints.push_back({r.state_pos, r.state});
+  }
+  void OpTrim() {
+    last_op_ = "trim";
+    int id = PickLive();
+    auto& r = ref_[id];
+    live_[id].TrimWindows();
+    const size_t n = r.tokens.size();
+    if (n >= kWindow) r.trimmed_pages = std::max(r.trimmed_pages, (n - kWindow + 1) / layout_.page_tokens);
   }
   void OpClose() {
     last_op_ = "close";
@@ -238,7 +356,21 @@ class Harness {
       it->pinned = it->pinned || pin;
       it->tick = ++tick_;
     } else {
-      entries_.push_back({r.tokens, r.values, pin, ++tick_});
+      entries_.push_back({r.tokens, r.values, pin, ++tick_, r.trimmed_pages});
+    }
+    if (hybrid_) {  // donated: the checkpoints, and the live slot when it has consumed every position
+      std::vector<RefCheckpoint> donated = r.checkpoints;
+      if (r.state_pos == r.tokens.size() && (donated.empty() || donated.back().pos != r.state_pos))
+        donated.push_back({r.state_pos, r.state});
+      for (auto d = donated.rbegin(); d != donated.rend(); ++d) {
+        std::vector<int32_t> at(r.tokens.begin(), r.tokens.begin() + static_cast<long>(d->pos));
+        auto c = std::find_if(tree_cps_.begin(), tree_cps_.end(), [&](const RefTreeCheckpoint& t) { return t.tokens == at; });
+        if (c != tree_cps_.end()) {
+          c->tick = ++tick_;  // the cached one stays
+        } else {
+          tree_cps_.push_back({at, d->state, ++tick_});
+        }
+      }
     }
     while (entries_.size() > 6 && RefEvictOne()) ++seen_evictions_;
     SyncEvictions();
@@ -266,9 +398,43 @@ class Harness {
         best = &e;
       }
     }
+    RefContext r = NewRef({});
+    if (hybrid_) {
+      // Truncated to the deepest checkpoint on the matched prefix whose (most recently used) entry still
+      // holds its window.
+      RefTreeCheckpoint* cp = nullptr;
+      best = nullptr;
+      std::vector<RefTreeCheckpoint*> cands;
+      for (auto& c : tree_cps_)
+        if (c.tokens.size() <= best_len && IsPrefix(c.tokens, q)) cands.push_back(&c);
+      std::sort(cands.begin(), cands.end(), [](auto* a, auto* b) { return a->tokens.size() > b->tokens.size(); });
+      for (RefTreeCheckpoint* c : cands) {
+        RefEntry* e = nullptr;
+        for (auto& x : entries_)
+          if (IsPrefix(c->tokens, x.tokens) && (e == nullptr || x.tick > e->tick)) e = &x;
+        ASSERT_NE(e, nullptr) << "a checkpoint outlived every entry below it";
+        if (!WindowHeld(e->trimmed_pages, c->tokens.size())) continue;
+        cp = c;
+        best = e;
+        break;
+      }
+      best_len = cp ? cp->tokens.size() : 0;
+      ASSERT_EQ(m.matched, best_len);
+      ASSERT_EQ(m.context.size(), best_len);
+      if (cp != nullptr) {
+        best->tick = ++tick_;
+        cp->tick = ++tick_;
+        r.state = cp->state;
+        r.state_pos = best_len;
+        r.trimmed_pages = best->trimmed_pages;
+        r.tokens = cp->tokens;
+        r.values.assign(best->values.begin(), best->values.begin() + static_cast<long>(best_len));
+      }
+      Add(std::move(m.context), std::move(r));
+      return;
+    }
     ASSERT_EQ(m.matched, best_len);
     ASSERT_EQ(m.context.size(), best_len);
-    RefContext r;
     if (best != nullptr) {
       best->tick = ++tick_;
       r.tokens.assign(q.begin(), q.begin() + static_cast<long>(best_len));
@@ -296,6 +462,10 @@ class Harness {
     SnapshotOptions opt;
     opt.native_precision = Rand(2) == 0;
     auto bytes = SnapshotToBytes(live_[id], digest_, opt);
+    if (hybrid_) {  // format version 1 holds full-attention layouts only
+      ASSERT_EQ(bytes.status().code(), StatusCode::kUnimplemented) << bytes.status().ToString();
+      return;
+    }
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
     auto restored = RestoreSnapshot(*cache_, *bytes, digest_);
     SyncEvictions();
@@ -328,10 +498,33 @@ class Harness {
     }
     return best;
   }
+  bool ProtectedCp(const RefTreeCheckpoint& c) const {
+    return std::any_of(entries_.begin(), entries_.end(), [&](const RefEntry& e) { return e.pinned && e.tokens == c.tokens; });
+  }
+  RefTreeCheckpoint* RefCheckpointVictim() {
+    RefTreeCheckpoint* best = nullptr;
+    for (auto& c : tree_cps_)
+      if (!ProtectedCp(c) && (best == nullptr || c.tick < best->tick)) best = &c;
+    return best;
+  }
+  bool RefCheckpointFirst() {
+    RefTreeCheckpoint* c = RefCheckpointVictim();
+    RefEntry* v = RefVictim();
+    return c != nullptr && (v == nullptr || c->tick < v->tick);
+  }
   bool RefEvictOne() {
+    if (RefCheckpointFirst()) {
+      RefTreeCheckpoint* c = RefCheckpointVictim();
+      tree_cps_.erase(tree_cps_.begin() + (c - tree_cps_.data()));
+      return true;
+    }
     RefEntry* v = RefVictim();
     if (v == nullptr) return false;
     entries_.erase(entries_.begin() + (v - entries_.data()));
+    // Checkpoints with no entry below them go with their nodes.
+    std::erase_if(tree_cps_, [&](const RefTreeCheckpoint& c) {
+      return std::none_of(entries_.begin(), entries_.end(), [&](const RefEntry& e) { return IsPrefix(c.tokens, e.tokens); });
+    });
     return true;
   }
 
@@ -342,9 +535,23 @@ class Harness {
     for (auto& [id, ctx] : live_) {
       const auto& r = ref_[id];
       ASSERT_EQ(ctx.tokens(), r.tokens) << "context " << id;
+      if (hybrid_) {
+        ASSERT_EQ(ctx.state_position(), r.state_pos) << "context " << id;
+        const uint8_t* st = ctx.StateData();
+        const Bytes got = st ? Bytes(st, st + StateBytes()) : Bytes(StateBytes(), 0);
+        ASSERT_EQ(got, r.state) << "context " << id << " live slot";
+        std::vector<size_t> cps;
+        for (const auto& c : r.checkpoints) cps.push_back(c.pos);
+        ASSERT_EQ(ctx.CheckpointPositions(), cps) << "context " << id;
+      }
       for (size_t pos = 0; pos < r.tokens.size(); ++pos)
         for (uint32_t layer = 0; layer < layout_.n_layers; ++layer)
           for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
+            if (layout_.spec(layer).kind == LayerKind::kRecurrent) continue;
+            if (layout_.spec(layer).window != 0 && Released(r, pos)) {
+              ASSERT_EQ(ctx.ReadRow(pos, layer, kind, row).code(), StatusCode::kFailedPrecondition);
+              continue;
+            }
             ASSERT_TRUE(ctx.ReadRow(pos, layer, kind, row).ok());
             const float* want = r.values[pos].data() + (layer * 2 + static_cast<size_t>(kind)) * RowElems();
             ASSERT_EQ(0, std::memcmp(row.data(), want, row.size() * 4))
@@ -361,16 +568,35 @@ class Harness {
       ASSERT_EQ(got[i].pinned, want[i].pinned);
       ASSERT_EQ(got[i].last_used, want[i].tick);
     }
-    auto victim = cache_->NextVictim();
-    RefEntry* rv = RefVictim();
-    ASSERT_EQ(victim.has_value(), rv != nullptr);
-    if (rv) {
-      ASSERT_EQ(*victim, rv->tokens);
+    // Tree checkpoints: same endpoints, last use and protection.
+    auto got_cps = cache_->TreeCheckpoints();
+    std::vector<RefTreeCheckpoint> want_cps = tree_cps_;
+    std::sort(want_cps.begin(), want_cps.end(), [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+    ASSERT_EQ(got_cps.size(), want_cps.size());
+    for (size_t i = 0; i < got_cps.size(); ++i) {
+      ASSERT_EQ(got_cps[i].tokens, want_cps[i].tokens);
+      ASSERT_EQ(got_cps[i].last_used, want_cps[i].tick);
+      ASSERT_EQ(got_cps[i].protected_, ProtectedCp(want_cps[i]));
     }
-    // The tree never keeps nodes for evicted prefixes: at most one split node per entry.
-    ASSERT_LE(cache_->Stats().tree_nodes, 2 * entries_.size() + 1);
+    auto victim = cache_->NextVictimOf();
+    if (RefCheckpointFirst()) {
+      ASSERT_TRUE(victim.has_value());
+      ASSERT_TRUE(victim->second) << "the next victim should be a checkpoint";
+      ASSERT_EQ(victim->first, RefCheckpointVictim()->tokens);
+    } else {
+      RefEntry* rv = RefVictim();
+      ASSERT_EQ(victim.has_value(), rv != nullptr);
+      if (rv) {
+        ASSERT_FALSE(victim->second);
+        ASSERT_EQ(victim->first, rv->tokens);
+      }
+    }
+    // The tree never keeps nodes for evicted prefixes: at most one split node per entry, one node per
+    // checkpoint.
+    ASSERT_LE(cache_->Stats().tree_nodes, 2 * entries_.size() + tree_cps_.size() + 1);
   }
 
+  const bool hybrid_;
   KvLayout layout_;
   std::unique_ptr<Cache> cache_;
   Digest digest_{};
@@ -378,6 +604,7 @@ class Harness {
   std::map<int, Context> live_;
   std::map<int, RefContext> ref_;
   std::vector<RefEntry> entries_;
+  std::vector<RefTreeCheckpoint> tree_cps_;
   uint64_t tick_ = 0;
   uint64_t seen_evictions_ = 0;
   int next_id_ = 0;
@@ -400,7 +627,9 @@ TEST_P(ModelledOperations, RandomSequencesHoldEveryInvariant) {
 INSTANTIATE_TEST_SUITE_P(AllConfigs, ModelledOperations,
                          testing::Values(Config{KvPrecision::kF32, false}, Config{KvPrecision::kF16, false},
                                          Config{KvPrecision::kQ8_0, false}, Config{KvPrecision::kF32, true},
-                                         Config{KvPrecision::kF16, true}, Config{KvPrecision::kQ8_0, true}),
+                                         Config{KvPrecision::kF16, true}, Config{KvPrecision::kQ8_0, true},
+                                         Config{KvPrecision::kF32, false, true}, Config{KvPrecision::kF16, true, true},
+                                         Config{KvPrecision::kQ8_0, false, true}),
                          ConfigName);
 
 }  // namespace

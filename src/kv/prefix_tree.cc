@@ -18,7 +18,13 @@ struct PrefixTree::Node {
   Node* best = nullptr;  // most recently used entry in this subtree
   VictimClass vclass = VictimClass::kNone;
   uint64_t vtick = 0;  // the tick under which it is filed in leaves_/interiors_
+  Checkpoint cp;       // cp.state != null: this node owns a checkpoint at cp.pos == depth
+  uint64_t cp_tick = 0;   // last use of the checkpoint
+  uint64_t cp_vtick = 0;  // the tick under which it is filed in checkpoints_
+  bool cp_indexed = false;    // filed in checkpoints_ under cp_tick
+  bool cp_protected = false;  // counted in protected_checkpoints_ (at a pinned entry)
   bool entry() const { return ctx.valid(); }
+  bool has_cp() const { return cp.state != nullptr; }
 };
 
 namespace {
@@ -31,20 +37,102 @@ size_t CommonPrefix(const std::vector<int32_t>& edge, std::span<const int32_t> r
 
 }  // namespace
 
-PrefixTree::PrefixTree(size_t page_bytes) : page_bytes_(page_bytes), root_(std::make_unique<Node>()) {}
+PrefixTree::PrefixTree(Cache* cache) : cache_(cache), root_(std::make_unique<Node>()) {}
 
 PrefixTree::~PrefixTree() { Clear(); }
 
-void PrefixTree::Hold(const Context& ctx, int delta) {
-  for (const Page* p : ctx.s_->pages) {
-    if (delta > 0) {
-      ++holds_[p];
-    } else {
-      auto it = holds_.find(p);
-      LLAMAY_CHECK(it != holds_.end()) << "tree releases a page it does not hold";
-      if (--it->second == 0) holds_.erase(it);
+void PrefixTree::Hold(const Page* p, int delta) {
+  if (delta > 0) {
+    if (holds_[p]++ == 0) bytes_ += p->bytes;
+  } else {
+    auto it = holds_.find(p);
+    LLAMAY_CHECK(it != holds_.end()) << "tree releases a page it does not hold";
+    if (--it->second == 0) {
+      bytes_ -= p->bytes;
+      holds_.erase(it);
     }
   }
+}
+
+void PrefixTree::Hold(const Context& ctx, int delta) {
+  for (const auto& list : ctx.s_->pages)
+    for (const Page* p : list)
+      if (p != nullptr) Hold(p, delta);
+}
+
+void PrefixTree::ReindexCheckpoint(Node* n) {
+  if (n->cp_indexed) checkpoints_.erase({n->cp_vtick, n});
+  if (n->cp_protected) --protected_checkpoints_;
+  n->cp_indexed = n->cp_protected = false;
+  if (!n->has_cp()) return;
+  if (n->entry() && n->pinned) {
+    ++protected_checkpoints_;
+    n->cp_protected = true;
+    return;
+  }
+  n->cp_indexed = true;
+  n->cp_vtick = n->cp_tick;
+  checkpoints_.insert({n->cp_vtick, n});
+}
+
+void PrefixTree::Attach(Node* n, Checkpoint cp) {
+  LLAMAY_CHECK(cp.pos == n->depth) << "checkpoint at " << cp.pos << " for a node ending at " << n->depth;
+  if (n->has_cp()) {  // a cached checkpoint never changes: keep it, drop the newcomer
+    Page* drop[1] = {cp.state};
+    cache_->ReleasePages(drop);
+    n->cp_tick = ++tick_;
+  } else {
+    n->cp = cp;
+    n->cp_tick = ++tick_;
+    Hold(cp.state, +1);
+  }
+  ReindexCheckpoint(n);
+}
+
+void PrefixTree::DropCheckpoint(Node* n) {
+  if (!n->has_cp()) return;
+  Page* state = n->cp.state;
+  n->cp = {};
+  ReindexCheckpoint(n);
+  Hold(state, -1);
+  Page* drop[1] = {state};
+  cache_->ReleasePages(drop);
+}
+
+PrefixTree::Node* PrefixTree::NodeAtDepth(Node* leaf, size_t depth) {
+  Node* c = leaf;
+  while (c->parent != nullptr && c->parent->depth >= depth) c = c->parent;
+  if (c->depth == depth) return c;
+  // depth falls inside c's edge: split it, a node without an entry takes the first part.
+  Node* p = c->parent;
+  const size_t k = depth - p->depth;
+  auto mid = std::make_unique<Node>();
+  mid->edge.assign(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
+  mid->parent = p;
+  mid->depth = depth;
+  mid->best = c->best;
+  auto it = p->children.find(c->edge[0]);
+  std::unique_ptr<Node> c_owned = std::move(it->second);
+  c->edge.erase(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
+  c->parent = mid.get();
+  mid->children.emplace(c->edge[0], std::move(c_owned));
+  Node* m = mid.get();
+  it->second = std::move(mid);
+  ++nodes_;
+  return m;
+}
+
+bool PrefixTree::WindowsHeld(const Context& e, size_t n) const {
+  const StateGroups& groups = cache_->groups();
+  const size_t P = cache_->layout().page_tokens;
+  for (size_t g = 0; g < groups.attention.size(); ++g) {
+    const size_t w = groups.attention[g].window;
+    if (w == 0 || n == 0) continue;
+    const size_t first = n >= w ? n - w + 1 : 0;
+    for (size_t i = first / P; i <= (n - 1) / P; ++i)
+      if (e.s_->pages[g][i] == nullptr) return false;
+  }
+  return true;
 }
 
 void PrefixTree::Reindex(Node* n) {
@@ -64,9 +152,15 @@ void PrefixTree::Touch(Node* n) {
   Reindex(n);
 }
 
-void PrefixTree::Insert(Context ctx, bool pin) {
+void PrefixTree::Insert(Context ctx, bool pin, std::vector<Checkpoint> checkpoints) {
   const std::vector<int32_t> toks = ctx.tokens();
-  if (toks.empty()) return;  // ctx closes on return
+  if (toks.empty()) {  // ctx closes on return
+    for (const Checkpoint& cp : checkpoints) {
+      Page* drop[1] = {cp.state};
+      cache_->ReleasePages(drop);
+    }
+    return;
+  }
   Node* n = root_.get();
   size_t i = 0;
   bool created = false;
@@ -114,20 +208,28 @@ void PrefixTree::Insert(Context ctx, bool pin) {
       ++pinned_;
     }
     Touch(n);
-    return;
+  } else {
+    n->ctx = std::move(ctx);
+    Hold(n->ctx, +1);
+    ++entries_;
+    n->pinned = pin;
+    if (pin) ++pinned_;
+    Touch(n);
+    if (created && n->parent != root_.get()) Reindex(n->parent);
   }
-  n->ctx = std::move(ctx);
-  Hold(n->ctx, +1);
-  ++entries_;
-  n->pinned = pin;
-  if (pin) ++pinned_;
-  Touch(n);
-  if (created && n->parent != root_.get()) Reindex(n->parent);
+  ReindexCheckpoint(n);  // its checkpoint's protection follows the pin
+  // Checkpoints go to the nodes ending at their positions, deepest first (a split below never moves a
+  // node above it).
+  for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
+    LLAMAY_CHECK(it->pos > 0 && it->pos <= toks.size()) << "checkpoint at " << it->pos;
+    Attach(NodeAtDepth(n, it->pos), *it);
+  }
 }
 
-std::pair<const Context*, size_t> PrefixTree::Match(std::span<const int32_t> tokens) {
+TreeMatch PrefixTree::Match(std::span<const int32_t> tokens) {
   Node* n = root_.get();
   Node* stop = nullptr;
+  std::vector<Node*> cps;  // checkpoint nodes on the path, shallow to deep
   size_t i = 0;
   while (i < tokens.size()) {
     auto it = n->children.find(tokens[i]);
@@ -140,14 +242,31 @@ std::pair<const Context*, size_t> PrefixTree::Match(std::span<const int32_t> tok
       break;
     }
     n = c;
+    if (c->has_cp()) cps.push_back(c);
   }
   if (stop == nullptr) stop = n;
-  if (i == 0) return {nullptr, 0};
-  // Every entry below `stop` holds tokens[0, i): take the most recently used.
-  Node* e = stop->best;
-  LLAMAY_CHECK(e != nullptr && e->entry()) << "subtree without an entry";
-  Touch(e);
-  return {&e->ctx, i};
+  if (i == 0) return {};
+  if (!cache_->groups().has_recurrent()) {
+    // Every entry below `stop` holds tokens[0, i): take the most recently used.
+    Node* e = stop->best;
+    LLAMAY_CHECK(e != nullptr && e->entry()) << "subtree without an entry";
+    if (!WindowsHeld(e->ctx, i)) return {};
+    Touch(e);
+    return {&e->ctx, i, nullptr};
+  }
+  // A recurrent state resumes only where a checkpoint was taken: the deepest one whose entry still
+  // holds its windows.
+  for (auto it = cps.rbegin(); it != cps.rend(); ++it) {
+    Node* c = *it;
+    Node* e = c->best;
+    LLAMAY_CHECK(e != nullptr && e->entry()) << "checkpoint node without an entry below it";
+    if (!WindowsHeld(e->ctx, c->depth)) continue;
+    Touch(e);
+    c->cp_tick = ++tick_;
+    ReindexCheckpoint(c);
+    return {&e->ctx, c->depth, c->cp.state};
+  }
+  return {};
 }
 
 PrefixTree::Node* PrefixTree::FindExact(std::span<const int32_t> tokens) const {
@@ -171,6 +290,7 @@ bool PrefixTree::SetPinned(std::span<const int32_t> tokens, bool pinned) {
     n->pinned = pinned;
     pinned ? ++pinned_ : --pinned_;
     Reindex(n);
+    ReindexCheckpoint(n);
   }
   return true;
 }
@@ -181,13 +301,33 @@ PrefixTree::Node* PrefixTree::Victim() const {
   return nullptr;
 }
 
-std::optional<std::vector<int32_t>> PrefixTree::VictimTokens() const {
+PrefixTree::Node* PrefixTree::CheckpointVictim() const {
+  return checkpoints_.empty() ? nullptr : checkpoints_.begin()->second;
+}
+
+bool PrefixTree::CheckpointFirst() const {
+  const Node* c = CheckpointVictim();
+  if (c == nullptr) return false;
+  const Node* v = Victim();
+  return v == nullptr || c->cp_tick < v->tick;
+}
+
+std::optional<std::pair<std::vector<int32_t>, bool>> PrefixTree::VictimTokens() const {
+  if (CheckpointFirst()) return std::make_pair(PathTokens(CheckpointVictim()), true);
   Node* v = Victim();
   if (v == nullptr) return std::nullopt;
-  return PathTokens(v);
+  return std::make_pair(PathTokens(v), false);
 }
 
 bool PrefixTree::EvictOne() {
+  if (CheckpointFirst()) {
+    Node* c = CheckpointVictim();
+    DropCheckpoint(c);
+    // A node that is neither an entry nor a split any more goes.
+    if (!c->entry() && c->children.size() == 1) Collapse(c);
+    ++evictions_;
+    return true;
+  }
   Node* v = Victim();
   if (v == nullptr) return false;
   RemoveEntry(v);
@@ -230,21 +370,27 @@ void PrefixTree::RemoveEntry(Node* n) {
 void PrefixTree::Prune(Node* n) {
   Node* removed = n;
   Node* cur;
-  if (n->children.size() >= 2) {
-    cur = n;  // stays as a split node
+  ReindexCheckpoint(n);  // no longer at a pinned entry
+  if (n->children.size() >= 2 || (n->children.size() == 1 && n->has_cp())) {
+    cur = n;  // stays as a split or checkpoint node
   } else if (n->children.size() == 1) {
     cur = Collapse(n);
   } else {
+    DropCheckpoint(n);  // nothing below it holds the KV to resume from it
     cur = n->parent;
     cur->children.erase(n->edge[0]);  // destroys n
     --nodes_;
-    // Prune upward: an ancestor without an entry that no longer splits anything goes too.
+    // Prune upward: an ancestor without an entry that no longer splits anything goes too (a checkpoint
+    // node stays while it has a child).
     while (cur != root_.get() && !cur->entry() && cur->children.size() < 2) {
       if (cur->children.empty()) {
+        DropCheckpoint(cur);
         Node* up = cur->parent;
         up->children.erase(cur->edge[0]);
         --nodes_;
         cur = up;
+      } else if (cur->has_cp()) {
+        break;
       } else {
         cur = Collapse(cur);
         break;
@@ -261,12 +407,19 @@ void PrefixTree::Clear() {
     Node* n = stack.back();
     stack.pop_back();
     n->ctx.Close();
+    if (n->has_cp()) {
+      Page* drop[1] = {n->cp.state};
+      cache_->ReleasePages(drop);
+    }
     for (auto& [key, child] : n->children) stack.push_back(child.get());
   }
   root_ = std::make_unique<Node>();
   leaves_.clear();
   interiors_.clear();
+  checkpoints_.clear();
+  protected_checkpoints_ = 0;
   holds_.clear();
+  bytes_ = 0;
   entries_ = 0;
   pinned_ = 0;
   nodes_ = 1;
@@ -277,6 +430,31 @@ std::vector<int32_t> PrefixTree::PathTokens(const Node* n) const {
   for (; n != nullptr; n = n->parent) chain.push_back(n);
   std::vector<int32_t> out;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) out.insert(out.end(), (*it)->edge.begin(), (*it)->edge.end());
+  return out;
+}
+
+std::vector<TreeCheckpointInfo> PrefixTree::Checkpoints() const {
+  std::vector<TreeCheckpointInfo> out;
+  std::vector<int32_t> path;
+  auto visit = [&](auto&& self, const Node* n) -> void {
+    path.insert(path.end(), n->edge.begin(), n->edge.end());
+    if (n->has_cp()) out.push_back({path, n->cp_tick, n->cp_protected});
+    for (auto& [key, child] : n->children) self(self, child.get());
+    path.resize(path.size() - n->edge.size());
+  };
+  visit(visit, root_.get());
+  return out;
+}
+
+std::unordered_map<const Page*, uint32_t> PrefixTree::CheckpointHolds() const {
+  std::unordered_map<const Page*, uint32_t> out;
+  std::vector<const Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n->has_cp()) ++out[n->cp.state];
+    for (auto& [key, child] : n->children) stack.push_back(child.get());
+  }
   return out;
 }
 
@@ -295,7 +473,7 @@ std::vector<TreeEntryInfo> PrefixTree::Entries() const {
 }
 
 Status PrefixTree::CheckInvariants() const {
-  size_t entries = 0, nodes = 0, pinned = 0, leaves = 0, interiors = 0;
+  size_t entries = 0, nodes = 0, pinned = 0, leaves = 0, interiors = 0, cps = 0, protected_cps = 0;
   std::unordered_map<const Page*, uint32_t> holds;
   std::vector<int32_t> path;
   Status bad;
@@ -310,9 +488,24 @@ Status PrefixTree::CheckInvariants() const {
     if (!is_root) {
       if (n->edge.empty()) fail("non-root node with an empty edge");
       if (n->depth != n->parent->depth + n->edge.size()) fail("depth mismatch");
-      if (!n->entry() && n->children.size() < 2) fail("node without entry and with < 2 children");
-    } else if (n->entry()) {
-      fail("root holds an entry");
+      if (!n->entry() && n->children.size() < 2 && !(n->has_cp() && n->children.size() == 1))
+        fail("node without entry and with < 2 children (and no checkpoint over one child)");
+    } else if (n->entry() || n->has_cp()) {
+      fail("root holds an entry or a checkpoint");
+    }
+    if (n->has_cp()) {
+      if (n->cp.pos != n->depth) fail("checkpoint endpoint differs from its node's");
+      if (n->cp.state->bytes != cache_->groups().recurrent.page_bytes) fail("checkpoint of the wrong size");
+      if (n->cp.state->refs.load(std::memory_order_relaxed) < 1) fail("checkpoint page released");
+      ++holds[n->cp.state];
+      const bool want_protected = n->entry() && n->pinned;
+      if (want_protected) ++protected_cps;
+      else ++cps;
+      if (n->cp_indexed == want_protected || n->cp_protected != want_protected ||
+          (n->cp_indexed && n->cp_vtick != n->cp_tick))
+        fail("checkpoint victim index stale");
+    } else if (n->cp_indexed || n->cp_protected) {
+      fail("a node without checkpoint is indexed as a checkpoint victim");
     }
     const Node* best = nullptr;
     if (n->entry()) {
@@ -320,7 +513,10 @@ Status PrefixTree::CheckInvariants() const {
       if (n->pinned) ++pinned;
       if (!n->ctx.s_->tree_owned) fail("entry context not marked tree-owned");
       if (n->ctx.s_->tokens != path) fail("entry context tokens differ from its path");
-      for (const Page* p : n->ctx.s_->pages) ++holds[p];
+      if (n->ctx.s_->state != nullptr || !n->ctx.s_->checkpoints.empty()) fail("entry context holds a state");
+      for (const auto& list : n->ctx.s_->pages)
+        for (const Page* p : list)
+          if (p != nullptr) ++holds[p];
       best = n;
       VictimClass want = n->pinned ? VictimClass::kNone
                                    : (n->children.empty() ? VictimClass::kLeaf : VictimClass::kInterior);
@@ -337,6 +533,7 @@ Status PrefixTree::CheckInvariants() const {
       if (b != nullptr && (best == nullptr || b->tick > best->tick)) best = b;
     }
     if (n->best != best) fail("best-in-subtree stale");
+    if (n->has_cp() && best == nullptr) fail("checkpoint node without an entry below it");
     path.resize(path.size() - n->edge.size());
     return best;
   };
@@ -345,7 +542,11 @@ Status PrefixTree::CheckInvariants() const {
   if (nodes != nodes_) fail("node count " + std::to_string(nodes_) + " != " + std::to_string(nodes));
   if (pinned != pinned_) fail("pinned count");
   if (leaves != leaves_.size() || interiors != interiors_.size()) fail("victim sets hold other nodes");
-  if (holds != holds_) fail("page holds differ from the entries' pages");
+  if (cps != checkpoints_.size() || protected_cps != protected_checkpoints_) fail("checkpoint counts");
+  if (holds != holds_) fail("page holds differ from the entries' pages and checkpoints");
+  size_t bytes = 0;
+  for (const auto& [p, n] : holds) bytes += p->bytes;
+  if (bytes != bytes_) fail("tree bytes " + std::to_string(bytes_) + " != " + std::to_string(bytes));
   return bad;
 }
 

@@ -4,13 +4,19 @@
 // Invariants (CheckInvariants):
 //   - Every non-root node has a non-empty edge, is keyed in its parent by its edge's first token, and
 //     depth == parent depth + edge length.
-//   - A node is an entry (owns a context holding exactly the tokens from the root to its edge's end) or
-//     a split node with at least two children; a split node with one child is collapsed into it, a
-//     node with no entry and no children is removed.
+//   - A node is an entry (owns a context holding exactly the tokens from the root to its edge's end), a
+//     split node with at least two children, or a checkpoint node (owns a checkpoint, see below) with at
+//     least one child; any other node is collapsed into its one child or removed.
+//   - Checkpoints (recurrent layouts): a node may own one checkpoint, whose position equals the node's
+//     depth (the state after exactly the node's path). Every checkpoint node has an entry in its subtree
+//     (the KV a match there reuses). Entry contexts hold no state of their own.
 //   - best: the most recently used entry in the node's subtree (null only for an empty root).
 //   - Victim order: unpinned entries without children (leaves) by last use, then unpinned entries with
-//     children by last use. Split nodes and pinned entries are never victims.
-//   - holds_ counts, for every page, how many entry contexts hold it; bytes() is distinct pages * size.
+//     children by last use. Split nodes and pinned entries are never victims. Checkpoints not at a pinned
+//     entry are victims by last use; EvictOne takes the checkpoint victim when it was used before the
+//     entry victim.
+//   - holds_ counts, for every page, how many entry contexts and checkpoints hold it; bytes() is the sum
+//     of the distinct pages' sizes.
 // Thread-safety: none of its own; the Cache serialises access with tree_mu_.
 #ifndef LLAMAY_KV_PREFIX_TREE_H_
 #define LLAMAY_KV_PREFIX_TREE_H_
@@ -31,21 +37,33 @@
 
 namespace llamay::kv {
 struct TreeEntryInfo;
+struct TreeCheckpointInfo;
 }
 
 namespace llamay::kv::internal {
 
+struct TreeMatch {
+  const Context* entry = nullptr;  // holds at least `matched` positions; null when nothing matched
+  size_t matched = 0;
+  Page* state = nullptr;           // recurrent layouts: the checkpoint after exactly `matched` positions
+};
+
 class PrefixTree {
  public:
-  explicit PrefixTree(size_t page_bytes);
+  // `cache` releases the checkpoints the tree drops; its layout gives windows and page size.
+  explicit PrefixTree(Cache* cache);
   ~PrefixTree();
 
-  // Takes `ctx` (a fork made by the cache, marked tree-owned) as the entry for its tokens. When an
-  // entry for those tokens exists it is refreshed instead and `ctx` is closed.
-  void Insert(Context ctx, bool pin);
-  // The longest prefix of `tokens` held by any entry: the most recently used entry holding it, and its
-  // length; {nullptr, 0} when nothing matches. Marks the entry used.
-  std::pair<const Context*, size_t> Match(std::span<const int32_t> tokens);
+  // Takes `ctx` (a fork made by the cache, marked tree-owned, holding no state) as the entry for its
+  // tokens. When an entry for those tokens exists it is refreshed instead and `ctx` is closed. Each of
+  // `checkpoints` (positions in (0, size]) goes to the node ending at its position unless that node owns
+  // one already (then it is released: a cached checkpoint never changes).
+  void Insert(Context ctx, bool pin, std::vector<Checkpoint> checkpoints = {});
+  // The longest prefix of `tokens` that can be resumed: the most recently used entry holding it, and its
+  // length; for recurrent layouts cut back to the deepest checkpoint on the path, and for windowed
+  // groups to where the entry still holds the window. {nullptr, 0} when nothing matches. Marks the entry
+  // (and checkpoint) used.
+  TreeMatch Match(std::span<const int32_t> tokens);
   bool SetPinned(std::span<const int32_t> tokens, bool pinned);
   bool EvictOne();
   void Clear();
@@ -53,11 +71,16 @@ class PrefixTree {
   size_t entries() const { return entries_; }
   size_t nodes() const { return nodes_; }
   size_t pinned() const { return pinned_; }
-  size_t bytes() const { return holds_.size() * page_bytes_; }
+  size_t bytes() const { return bytes_; }
+  size_t checkpoints() const { return checkpoints_.size() + protected_checkpoints_; }
   uint64_t evictions() const { return evictions_; }
 
   std::vector<TreeEntryInfo> Entries() const;
-  std::optional<std::vector<int32_t>> VictimTokens() const;
+  std::vector<TreeCheckpointInfo> Checkpoints() const;
+  // The checkpoint pages nodes hold, with how many nodes hold each (one: a page is donated once).
+  std::unordered_map<const Page*, uint32_t> CheckpointHolds() const;
+  // The victim's tokens, and true when it is a checkpoint.
+  std::optional<std::pair<std::vector<int32_t>, bool>> VictimTokens() const;
   Status CheckInvariants() const;
 
  private:
@@ -66,9 +89,19 @@ class PrefixTree {
 
   Node* FindExact(std::span<const int32_t> tokens) const;
   Node* Victim() const;
+  Node* CheckpointVictim() const;
+  bool CheckpointFirst() const;
   void Reindex(Node* n);
+  void ReindexCheckpoint(Node* n);
   void Touch(Node* n);
+  void Hold(const Page* p, int delta);
   void Hold(const Context& ctx, int delta);
+  // The node ending exactly `depth` tokens down the path of entry `leaf` (splitting an edge if needed).
+  Node* NodeAtDepth(Node* leaf, size_t depth);
+  void Attach(Node* n, Checkpoint cp);
+  void DropCheckpoint(Node* n);
+  // True when `e` holds the pages a query at position n reads in every windowed group.
+  bool WindowsHeld(const Context& e, size_t n) const;
   void RemoveEntry(Node* n);
   void Prune(Node* n);
   Node* Collapse(Node* n);
@@ -76,7 +109,7 @@ class PrefixTree {
   static Node* BestOf(Node* n);
   std::vector<int32_t> PathTokens(const Node* n) const;
 
-  const size_t page_bytes_;
+  Cache* const cache_;
   std::unique_ptr<Node> root_;
   uint64_t tick_ = 0;
   size_t entries_ = 0;
@@ -85,7 +118,10 @@ class PrefixTree {
   uint64_t evictions_ = 0;
   std::set<std::pair<uint64_t, Node*>> leaves_;     // unpinned entries without children
   std::set<std::pair<uint64_t, Node*>> interiors_;  // unpinned entries with children
+  std::set<std::pair<uint64_t, Node*>> checkpoints_;  // checkpoint nodes not at a pinned entry
+  size_t protected_checkpoints_ = 0;                   // checkpoint nodes at a pinned entry
   std::unordered_map<const Page*, uint32_t> holds_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace llamay::kv::internal

@@ -222,6 +222,12 @@ Result<Parsed> Parse(std::span<const uint8_t> b) {
 
 }  // namespace
 
+// Format version 1 holds a pure-attention layout: every layer full attention, one page list.
+static bool OneFullGroup(const Cache& cache) {
+  const StateGroups& g = cache.groups();
+  return !g.has_recurrent() && g.attention.size() == 1 && g.attention[0].window == 0;
+}
+
 // Reaches into Context and Cache internals (friend of both).
 class SnapshotCodec {
  public:
@@ -238,6 +244,10 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
   if (!ctx.valid()) return InvalidArgumentError("snapshot: empty context handle");
   const internal::ContextState* s = ctx.s_;
   const KvLayout& layout = s->cache->layout();
+  if (!OneFullGroup(*s->cache))
+    return UnimplementedError("snapshot: format version " + std::to_string(kSnapshotVersion) +
+                              " holds full-attention layers only; this layout (" + layout.ToString() +
+                              ") has recurrent or windowed layers");
   const KvPrecision disk = opt.native_precision ? layout.precision : KvPrecision::kF32;
   const uint32_t elems = layout.row_elems();
   const size_t disk_row = RowBytes(disk, elems);
@@ -292,7 +302,7 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
   std::vector<float> scratch(elems);
   const size_t P = layout.page_tokens;
   for (uint64_t pos = 0; pos < n; ++pos) {
-    const uint8_t* page = s->pages[pos / P]->data;
+    const uint8_t* page = s->pages[0][pos / P]->data;
     for (uint32_t layer = 0; layer < layout.n_layers; ++layer) {
       for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
         const size_t at = buf.size();
@@ -313,7 +323,8 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
 bool SnapshotCodec::RoomWithoutEviction(Cache& cache, size_t pages) {
   std::lock_guard l(cache.pool_mu_);
   if (cache.arena_ != nullptr && cache.arena_free_.size() < pages) return false;
-  return cache.options_.max_bytes == 0 || (cache.live_.size() + pages) * cache.page_bytes_ <= cache.options_.max_bytes;
+  return cache.options_.max_bytes == 0 ||
+         cache.bytes_live_ + pages * cache.groups_.attention[0].page_bytes <= cache.options_.max_bytes;
 }
 
 // Restore reads the KV section once. When nothing could make the result a refusal other than damage (the
@@ -329,7 +340,8 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
   const KvLayout& layout = cache.layout();
   const bool same_model = in.weights == weights;
   const bool geometry_fits =
-      layout.n_layers == in.n_layers && layout.n_kv_heads == in.n_kv_heads && layout.head_dim == in.head_dim;
+      layout.n_layers == in.n_layers && layout.n_kv_heads == in.n_kv_heads && layout.head_dim == in.head_dim &&
+      OneFullGroup(cache);
   const size_t P = layout.page_tokens;
   const bool fused = same_model && geometry_fits && RoomWithoutEviction(cache, (in.n_positions + P - 1) / P);
   if (!fused) {
@@ -371,7 +383,7 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
   // Fresh pages, private to ctx (refcount 1): filled in place.
   auto copy_positions = [&](uint64_t from, uint64_t to) {
     for (uint64_t pos = from; pos < to; ++pos) {
-      uint8_t* page = ctx.s_->pages[pos / P]->data + (pos % P) * cache_row;
+      uint8_t* page = ctx.s_->pages[0][pos / P]->data + (pos % P) * cache_row;
       const uint8_t* src = kv + pos * pos_bytes;
       for (size_t r = 0; r < rows_per_pos; ++r, src += disk_row) {
         if (same_precision) {

@@ -73,7 +73,7 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
   std::vector<size_t> old_sizes;
   for (const SeqInput& in : batch) old_sizes.push_back(in.context->size());
   auto undo = [&](size_t n) {
-    for (size_t s = 0; s < n; ++s) (void)batch[s].context->Truncate(old_sizes[s]);
+    for (size_t s = 0; s < n; ++s) (void)batch[s].context->Rollback(old_sizes[s]);
   };
   for (size_t s = 0; s < batch.size(); ++s) {
     Status st = batch[s].context->Append(batch[s].tokens);

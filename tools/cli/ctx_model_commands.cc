@@ -174,7 +174,7 @@ int RunRestore(const RestoreOptions& o) {
       return Fail(InvalidArgumentError(o.input + " holds no tokens and -p gives none: nothing to continue"),
                   kExitBadInput);
     run.push_back(ctx->tokens().back());
-    if (Status s = ctx->Truncate(restored - 1); !s.ok()) return Fail(s, kExitFailure);
+    if (Status s = ctx->Rollback(restored - 1); !s.ok()) return Fail(s, kExitFailure);
   }
   const size_t reused = ctx->size();
   std::vector<int32_t> history = ctx->tokens();

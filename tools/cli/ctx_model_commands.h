@@ -6,7 +6,7 @@
 //            writes each branch as DIR/branch-<k>.llamayctx, k = 1..N.
 //   restore  restores a snapshot (any page size) and continues it: -p's tokens (no BOS) are appended and
 //            prefilled, and their last logits start generation. With no -p the context's last position is
-//            dropped (Context::Truncate) and its token run again to get its logits: exact, since the
+//            dropped (Context::Rollback) and its token run again to get its logits: exact, since the
 //            computation is deterministic and that position's K/V is recomputed bit for bit.
 // So `ctx restore -i base -p X` prints what `llamay run -p "<prompt> X"` generates whenever the two
 // tokenisations agree (tests/cli_ctx.sh checks it).

@@ -1,0 +1,288 @@
+// The state engine for hybrid and windowed layouts: recurrent slots, checkpoints and their lifecycle
+// (seed 003), rollback, windows, and the byte budget. The randomised lockstep test (kv_model_test)
+// covers the same operations in random order; these pin each transition down by name.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kv/cache.h"
+#include "kv/test_util.h"
+
+namespace llamay::kv {
+namespace {
+
+using testing_util::ExpectInvariants;
+using testing_util::Iota;
+using testing_util::MakeCache;
+
+constexpr size_t kLayerState = 32;
+
+// Layers: full attention, recurrent, windowed attention (window 8), recurrent.
+KvLayout HybridLayout(uint32_t page_tokens = 4) {
+  KvLayout l = testing_util::SmallLayout(page_tokens);
+  l.n_layers = 4;
+  l.layer_specs = {{LayerKind::kAttention, 0}, {LayerKind::kRecurrent, 0}, {LayerKind::kAttention, 8},
+                   {LayerKind::kRecurrent, 0}};
+  l.recurrent_layer_bytes = kLayerState;
+  l.checkpoint_tokens = page_tokens;
+  return l;
+}
+
+// Writes `tag` over the whole live slot and commits it at size().
+void Advance(Context& c, uint8_t tag) {
+  auto st = c.MutableState();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  std::memset(*st, tag, 2 * kLayerState);
+  ASSERT_TRUE(c.CommitState(c.size()).ok());
+}
+
+uint8_t StateTag(const Context& c) {
+  const uint8_t* s = c.StateData();
+  return s ? s[0] : 0;
+}
+
+TEST(Layout, GroupsFollowTheSpecs) {
+  const KvLayout l = HybridLayout();
+  ASSERT_TRUE(l.Validate().ok());
+  const StateGroups g = l.Groups();
+  ASSERT_EQ(g.attention.size(), 2u);
+  EXPECT_EQ(g.attention[0].layers, std::vector<uint32_t>({0}));
+  EXPECT_EQ(g.attention[1].window, 8u);
+  EXPECT_EQ(g.recurrent.layers, std::vector<uint32_t>({1, 3}));
+  EXPECT_EQ(g.recurrent.page_bytes, 2 * kLayerState);
+  EXPECT_EQ(g.slots[3].index, 1u);
+  EXPECT_EQ(l.page_bytes(), 2 * l.layer_bytes());
+  // A pure-attention layout is one group of every layer: today's page.
+  const KvLayout pure = testing_util::SmallLayout();
+  EXPECT_EQ(pure.Groups().attention.size(), 1u);
+  EXPECT_EQ(pure.Groups().attention[0].page_bytes, pure.page_bytes());
+  EXPECT_FALSE(pure.Groups().has_recurrent());
+}
+
+TEST(Layout, RefusesInconsistentSpecs) {
+  KvLayout l = HybridLayout();
+  l.recurrent_layer_bytes = 0;
+  EXPECT_FALSE(l.Validate().ok());
+  l = HybridLayout();
+  l.layer_specs.pop_back();
+  EXPECT_FALSE(l.Validate().ok());
+  l = HybridLayout();
+  l.checkpoint_tokens = 6;  // not a multiple of the page
+  EXPECT_FALSE(l.Validate().ok());
+  // A pure recurrent model needs no row geometry.
+  KvLayout r;
+  r.n_layers = 2;
+  r.layer_specs = {{LayerKind::kRecurrent, 0}, {LayerKind::kRecurrent, 0}};
+  r.recurrent_layer_bytes = 16;
+  EXPECT_TRUE(r.Validate().ok());
+}
+
+TEST(Hybrid, RecurrentLayersHaveNoRows) {
+  auto cache = MakeCache(HybridLayout());
+  Context c = cache->NewContext();
+  ASSERT_TRUE(c.Append(Iota(3)).ok());
+  std::vector<float> row(c.layout().row_elems(), 1.0f);
+  EXPECT_EQ(c.WriteRow(0, 1, KvKind::kKey, row).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(c.WriteRow(0, 2, KvKind::kKey, row).ok());
+  EXPECT_EQ(c.n_pages(), 2u);  // one page per attention group
+}
+
+TEST(Hybrid, ForkSharesTheSlotAndTheFirstWriteCopiesIt) {
+  auto cache = MakeCache(HybridLayout());
+  Context parent = cache->NewContext();
+  ASSERT_TRUE(parent.Append(Iota(5)).ok());
+  Advance(parent, 7);
+  const uint64_t before = cache->Stats().pages_allocated_total;
+  Context child = parent.Fork();
+  EXPECT_EQ(cache->Stats().pages_allocated_total, before) << "fork allocated";
+  EXPECT_EQ(child.StateData(), parent.StateData());
+  Advance(child, 9);
+  EXPECT_EQ(StateTag(parent), 7);
+  EXPECT_EQ(StateTag(child), 9);
+  EXPECT_NE(child.StateData(), parent.StateData());
+  EXPECT_EQ(cache->Stats().states_live, 2u);
+  ExpectInvariants(*cache);
+}
+
+TEST(Hybrid, RollbackNeedsACheckpointBelowTheState) {
+  auto cache = MakeCache(HybridLayout());
+  Context c = cache->NewContext();
+  ASSERT_TRUE(c.Append(Iota(4)).ok());
+  Advance(c, 1);
+  ASSERT_TRUE(c.Checkpoint().ok());
+  ASSERT_TRUE(c.Append(Iota(4, 4)).ok());
+  Advance(c, 2);
+  ASSERT_TRUE(c.Append(Iota(3, 8)).ok());  // appended, not consumed yet
+  EXPECT_EQ(c.state_position(), 8u);
+  EXPECT_EQ(c.CheckpointPositions(), std::vector<size_t>({4}));
+  // Dropping positions the state has not consumed is always possible.
+  ASSERT_TRUE(c.Rollback(9).ok());
+  EXPECT_EQ(StateTag(c), 2);
+  // Below the state, only at a checkpoint; a refusal changes nothing.
+  Status s = c.Rollback(6);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("checkpoints at: 4"), std::string::npos) << s.ToString();
+  EXPECT_EQ(c.size(), 9u);
+  EXPECT_EQ(StateTag(c), 2);
+  ASSERT_TRUE(c.Rollback(4).ok());
+  EXPECT_EQ(c.state_position(), 4u);
+  EXPECT_EQ(StateTag(c), 1);
+  // The checkpoint survives the rollback to it and is still the frozen state after a write.
+  ASSERT_TRUE(c.Append(Iota(1, 4)).ok());
+  Advance(c, 3);
+  ASSERT_TRUE(c.Rollback(4).ok());
+  EXPECT_EQ(StateTag(c), 1);
+  ASSERT_TRUE(c.Rollback(0).ok());
+  EXPECT_EQ(c.StateData(), nullptr);
+  EXPECT_TRUE(c.CheckpointPositions().empty());
+  ExpectInvariants(*cache);
+}
+
+TEST(Hybrid, CommitStaysWithinTheContext) {
+  auto cache = MakeCache(HybridLayout());
+  Context c = cache->NewContext();
+  ASSERT_TRUE(c.Append(Iota(2)).ok());
+  EXPECT_EQ(c.CommitState(3).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.CommitState(1).code(), StatusCode::kFailedPrecondition);  // never written
+  Advance(c, 1);
+  EXPECT_EQ(c.CommitState(1).code(), StatusCode::kOutOfRange);  // backwards
+}
+
+// The seed's lifecycle: live slot -> frozen copy at an aligned boundary -> donated to the node ending
+// there -> matched (reuse truncated to it) -> copied into the new request's slot on its first write,
+// the cached one unchanged -> protected while held -> evicted independently of the KV.
+TEST(Hybrid, CheckpointLifecycleThroughThePrefixTree) {
+  auto cache = MakeCache(HybridLayout());
+  Context a = cache->NewContext();
+  ASSERT_TRUE(a.Append(Iota(8)).ok());
+  Advance(a, 8);
+  ASSERT_TRUE(a.Checkpoint().ok());  // at 8
+  ASSERT_TRUE(a.Append(Iota(5, 8)).ok());
+  Advance(a, 13);  // the final state at 13 (unaligned, but its node ends exactly there)
+  ASSERT_TRUE(cache->Retain(a).ok());
+  auto cps = cache->TreeCheckpoints();
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_EQ(cps[0].tokens.size(), 8u);
+  EXPECT_EQ(cps[1].tokens.size(), 13u);
+  ExpectInvariants(*cache);
+
+  // A prompt sharing 11 tokens resumes at 8: the deepest checkpoint on the shared path.
+  std::vector<int32_t> q = Iota(11);
+  q.push_back(99);
+  MatchResult m = cache->Match(q);
+  EXPECT_EQ(m.matched, 8u);
+  EXPECT_EQ(m.context.size(), 8u);
+  EXPECT_EQ(m.context.state_position(), 8u);
+  EXPECT_EQ(StateTag(m.context), 8);
+  // The whole prefix resumes at 13 with the final state.
+  MatchResult full = cache->Match(Iota(14));
+  EXPECT_EQ(full.matched, 13u);
+  EXPECT_EQ(StateTag(full.context), 13);
+
+  // Writing the matched context's slot copies it: the cached checkpoint never changes.
+  Advance(m.context, 42);
+  MatchResult again = cache->Match(q);
+  EXPECT_EQ(StateTag(again.context), 8);
+
+  // Evict everything: the contexts still hold their states (protected), the tree holds nothing.
+  while (cache->EvictOne()) {
+  }
+  EXPECT_EQ(cache->Stats().tree_checkpoints, 0u);
+  EXPECT_EQ(StateTag(again.context), 8);
+  EXPECT_EQ(StateTag(full.context), 13);
+  ExpectInvariants(*cache);
+  a.Close();
+  m.context.Close();
+  full.context.Close();
+  again.context.Close();
+  EXPECT_EQ(cache->Stats().pages_live, 0u);
+  EXPECT_EQ(cache->Stats().bytes_live, 0u);
+}
+
+TEST(Hybrid, NoCheckpointNoReuse) {
+  auto cache = MakeCache(HybridLayout());
+  Context a = cache->NewContext();
+  ASSERT_TRUE(a.Append(Iota(8)).ok());
+  Advance(a, 1);
+  ASSERT_TRUE(a.Append(Iota(2, 8)).ok());  // 10 positions, the state only at 8: an unaligned tail
+  ASSERT_TRUE(cache->Retain(a).ok());
+  // No checkpoint was taken and the state does not cover the whole context: nothing is donated, and a
+  // shorter prefix is never presented with that state.
+  EXPECT_TRUE(cache->TreeCheckpoints().empty());
+  MatchResult m = cache->Match(Iota(10));
+  EXPECT_EQ(m.matched, 0u);
+  EXPECT_EQ(m.context.size(), 0u);
+}
+
+TEST(Hybrid, CheckpointsAreEvictedBeforeOlderEntriesAndTheNodeCollapses) {
+  auto cache = MakeCache(HybridLayout());
+  Context a = cache->NewContext();
+  ASSERT_TRUE(a.Append(Iota(4)).ok());
+  Advance(a, 4);
+  ASSERT_TRUE(a.Checkpoint().ok());
+  ASSERT_TRUE(a.Append(Iota(4, 4)).ok());
+  Advance(a, 8);
+  ASSERT_TRUE(cache->Retain(a).ok());  // entry tick 1, checkpoints at 8 (tick 2) and 4 (tick 3)
+  const size_t nodes = cache->Stats().tree_nodes;
+  auto v = cache->NextVictimOf();
+  ASSERT_TRUE(v.has_value());
+  EXPECT_FALSE(v->second) << "the entry was used before either checkpoint";
+  // Pinning the entry protects it and the checkpoint at its end; the checkpoint at 4 goes first.
+  ASSERT_TRUE(cache->SetPinned(Iota(8), true));
+  v = cache->NextVictimOf();
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->second);
+  EXPECT_EQ(v->first.size(), 4u);
+  ASSERT_TRUE(cache->EvictOne());
+  EXPECT_EQ(cache->Stats().tree_nodes, nodes - 1) << "the checkpoint node collapsed";
+  EXPECT_FALSE(cache->EvictOne());
+  EXPECT_EQ(cache->Match(Iota(6)).matched, 0u);
+  EXPECT_EQ(cache->Match(Iota(9)).matched, 8u);
+  ExpectInvariants(*cache);
+}
+
+TEST(Hybrid, TheBudgetCountsStatesAndCheckpoints) {
+  const KvLayout l = HybridLayout();
+  const size_t state = 2 * kLayerState;
+  // Room for one position's pages (one per group) and one state, not two.
+  auto cache = MakeCache(l, 0, l.page_bytes() + state + state / 2);
+  Context a = cache->NewContext();
+  ASSERT_TRUE(a.Append(Iota(2)).ok());
+  Advance(a, 1);
+  Context b = a.Fork();
+  auto st = b.MutableState();  // a copy would exceed the budget and nothing is evictable
+  EXPECT_EQ(st.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(StateTag(b), 1) << "a failed copy leaves the shared state";
+  EXPECT_LE(cache->Stats().bytes_live, l.page_bytes() + state + state / 2);
+  ExpectInvariants(*cache);
+}
+
+TEST(Windowed, TrimKeepsOnlyTheWindowAndRefusesRollbackPastIt) {
+  KvLayout l = testing_util::SmallLayout(4);
+  l.n_layers = 2;
+  l.layer_specs = {{LayerKind::kAttention, 8}, {LayerKind::kAttention, 0}};
+  auto cache = MakeCache(l);
+  Context c = cache->NewContext();
+  for (int i = 0; i < 250; ++i) {  // a long context, trimmed as it grows
+    ASSERT_TRUE(c.Append(Iota(4, i * 4)).ok());
+    c.TrimWindows();
+  }
+  // 250 pages of the global layer; the windowed layer keeps the pages of the last 7 positions.
+  EXPECT_EQ(c.n_pages(), 250u + 2u);
+  std::vector<float> row(l.row_elems());
+  EXPECT_EQ(c.ReadRow(0, 0, KvKind::kKey, row).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(c.ReadRow(0, 1, KvKind::kKey, row).ok());
+  EXPECT_TRUE(c.ReadRow(999, 0, KvKind::kKey, row).ok());
+  EXPECT_EQ(c.Rollback(990).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.size(), 1000u);
+  ASSERT_TRUE(c.Rollback(999).ok());
+  ASSERT_TRUE(cache->Retain(c).ok());
+  // A match whose window was released resumes nothing; one where it is held resumes.
+  EXPECT_EQ(cache->Match(Iota(500)).matched, 0u);
+  EXPECT_EQ(cache->Match(Iota(999)).matched, 999u);
+  ExpectInvariants(*cache);
+}
+
+}  // namespace
+}  // namespace llamay::kv
