@@ -20,6 +20,7 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/recurrent.h"
 #include "kernels/thread_pool.h"
 
 namespace llamay::kernels {
@@ -296,6 +297,103 @@ BENCHMARK_CAPTURE(BM_AttentionDecodeStep, f16, TensorType::kF16)
 BENCHMARK_CAPTURE(BM_AttentionDecodeStep, q8_0, TensorType::kQ8_0)
     ->ArgsProduct({{512, 2048}, {0, 1, 2}})
     ->ArgNames({"prefix", "impl"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Recurrent kernels (recurrent.h) at the shapes of the tiny hybrid models (d_inner 512: 8 heads x 64,
+// d_state 64, 1 group) and a bigger one (Mamba-2: d_inner 2048, 32 heads x 64, d_state 128; gated delta
+// net: 16 key and 32 value heads of 128, as Qwen3.5). tokens 1 is a decode step, 512 a prefill chunk.
+// isa 0 is the scalar reference, 1 AVX2. items_per_second counts tokens. Example:
+//   kernels_bench --benchmark_filter='SsmScan|GatedDeltaRule|CausalConv1d'
+std::vector<float> Normals(size_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+void BM_SsmScan(benchmark::State& state) {
+  const int H = static_cast<int>(state.range(0)), P = 64, N = static_cast<int>(state.range(1)), G = 1;
+  const int64_t T = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const Isa isa = static_cast<Isa>(state.range(4));
+  if (SkipUnsupported(state, isa)) return;
+  auto st = Normals(int64_t{H} * P * N, 1.0f, 1);
+  const auto x = Normals(T * H * P, 1.0f, 2), dt = Normals(T * H, 1.0f, 3), bias = Normals(H, 0.5f, 4);
+  const auto b = Normals(T * G * N, 1.0f, 5), c = Normals(T * G * N, 1.0f, 6), d = Normals(H, 1.0f, 7);
+  std::vector<float> a(H, -0.5f), y(T * H * P);
+  SsmScanArgs args;
+  args.n_tokens = T, args.n_heads = H, args.head_dim = P, args.d_state = N, args.n_groups = G;
+  args.state = st.data(), args.x = x.data(), args.dt = dt.data(), args.dt_bias = bias.data();
+  args.a = a.data(), args.b = b.data(), args.c = c.data(), args.d = d.data(), args.y = y.data();
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    SsmScan(args, pool, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * T);
+  state.SetLabel(std::string(IsaName(isa)));
+}
+BENCHMARK(BM_SsmScan)
+    ->ArgsProduct({{8}, {64}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{32}, {128}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgNames({"heads", "d_state", "tokens", "threads", "isa"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_GatedDeltaRule(benchmark::State& state) {
+  const int Hk = static_cast<int>(state.range(0)), Hv = static_cast<int>(state.range(1));
+  const int D = static_cast<int>(state.range(2));
+  const int64_t T = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  const Isa isa = static_cast<Isa>(state.range(5));
+  if (SkipUnsupported(state, isa)) return;
+  auto st = Normals(int64_t{Hv} * D * D, 0.1f, 1);
+  const auto q = Normals(T * Hk * D, 0.1f, 2), k = Normals(T * Hk * D, 0.1f, 3),
+             v = Normals(T * Hv * D, 1.0f, 4);
+  std::vector<float> g(T * Hv, -0.1f), beta(T * Hv, 0.5f), out(T * Hv * D);
+  GatedDeltaRuleArgs args;
+  args.n_tokens = T, args.n_k_heads = Hk, args.n_v_heads = Hv, args.k_dim = D, args.v_dim = D;
+  args.state = st.data(), args.q = q.data(), args.k = k.data(), args.v = v.data();
+  args.g = g.data(), args.beta = beta.data(), args.out = out.data();
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    GatedDeltaRule(args, pool, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * T);
+  state.SetLabel(std::string(IsaName(isa)));
+}
+BENCHMARK(BM_GatedDeltaRule)
+    ->ArgsProduct({{1}, {8}, {64}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{16}, {32}, {128}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgNames({"k_heads", "v_heads", "head_dim", "tokens", "threads", "isa"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_CausalConv1d(benchmark::State& state) {
+  const int64_t C = state.range(0), T = state.range(1);
+  const int K = 4;
+  const Isa isa = static_cast<Isa>(state.range(2));
+  if (SkipUnsupported(state, isa)) return;
+  auto st = Normals((K - 1) * C, 1.0f, 1);
+  const auto x = Normals(T * C, 1.0f, 2), w = Normals(C * K, 0.5f, 3), b = Normals(C, 0.5f, 4);
+  std::vector<float> y(T * C);
+  CausalConv1dArgs args;
+  args.n_tokens = T, args.channels = C, args.kernel = K, args.x = x.data(), args.weight = w.data();
+  args.bias = b.data(), args.silu = true, args.conv_state = st.data(), args.y = y.data();
+  for (auto _ : state) {
+    CausalConv1d(args, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * T);
+  state.SetLabel(std::string(IsaName(isa)));
+}
+// channels: d_inner + 2 * groups * d_state of the two Mamba-2 shapes.
+BENCHMARK(BM_CausalConv1d)
+    ->ArgsProduct({{640, 2304}, {1, 512}, {0, 1}})
+    ->ArgNames({"channels", "tokens", "isa"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

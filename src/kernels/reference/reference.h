@@ -43,6 +43,13 @@ float RefExp(float x);
 float RefSilu(float x);  // x / (1 + exp(-x))
 float RefGelu(float x);  // 0.5*x*(1 + tanh(sqrt(2/pi)*x*(1 + 0.044715*x*x))), tanh(u) = 1 - 2/(exp(2u) + 1)
 
+// log(x) to about 2 ulp for positive normal x, as a fixed sequence of f32 operations (the Cephes logf;
+// libm's logf differs between libraries). Used by the recurrent kernels' softplus.
+float RefLog(float x);
+// softplus as ggml computes it (ggml_compute_softplus_f32): x > 20 ? x : log(1 + exp(x)), with RefLog and
+// RefExp.
+float RefSoftplus(float x);
+
 // Row ops of ops.h in their reference form.
 void RefRmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
 void RefSoftmax(const float* x, int64_t n, float* y);
