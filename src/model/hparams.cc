@@ -1,17 +1,121 @@
 #include "model/hparams.h"
 
+#include <algorithm>
+
 namespace llamay::model {
 namespace {
 
+std::string Range(int64_t v, uint32_t lo, uint32_t hi) {
+  return " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+         "]";
+}
+
 Result<uint32_t> GetU32(const gguf::File& f, const std::string& key, uint32_t lo, uint32_t hi) {
   LLAMAY_ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
-  if (v < lo || v > hi)
-    return InvalidArgumentError("model: " + key + " = " + std::to_string(v) + " is out of range [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (v < lo || v > hi) return InvalidArgumentError("model: " + key + Range(v, lo, hi));
   return static_cast<uint32_t>(v);
 }
 
+// A key that is either one integer for every layer or an array with one per layer.
+Result<std::vector<uint32_t>> GetPerLayer(const gguf::File& f, const std::string& key, uint32_t n_layer,
+                                          uint32_t lo, uint32_t hi) {
+  LLAMAY_ASSIGN_OR_RETURN(gguf::ValueType type, f.TypeOf(key));
+  if (type != gguf::ValueType::kArray) {
+    LLAMAY_ASSIGN_OR_RETURN(uint32_t v, GetU32(f, key, lo, hi));
+    return std::vector<uint32_t>(n_layer, v);
+  }
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int64_t> a, f.GetIntArray(key));
+  if (a.size() != n_layer)
+    return InvalidArgumentError("model: " + key + " has " + std::to_string(a.size()) + " entries for " +
+                                std::to_string(n_layer) + " layers");
+  std::vector<uint32_t> out;
+  for (int64_t v : a) {
+    if (v < lo || v > hi) return InvalidArgumentError("model: an entry of " + key + Range(v, lo, hi));
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
+}
+
+// Attention geometry and rope. The layers of kind kAttention are already marked in hp->mixers.
+// head_count_kv per layer: the caller has decided which layers are attention; all must agree.
+Status ReadAttention(const gguf::File& f, const std::string& a, const std::vector<uint32_t>& n_head_kv,
+                     HParams* hp) {
+  LLAMAY_ASSIGN_OR_RETURN(hp->n_head, GetU32(f, a + "attention.head_count", 1, 4096));
+  hp->n_head_kv = 0;
+  for (uint32_t l = 0; l < hp->n_layer; ++l) {
+    if (hp->mixers[l] != MixerKind::kAttention) continue;
+    if (hp->n_head_kv != 0 && n_head_kv[l] != hp->n_head_kv)
+      return UnimplementedError("model: attention layers with different head_count_kv are not supported");
+    hp->n_head_kv = n_head_kv[l];
+  }
+  if (hp->n_head_kv > hp->n_head)
+    return InvalidArgumentError("model: head_count_kv " + std::to_string(hp->n_head_kv) +
+                                " exceeds head_count " + std::to_string(hp->n_head));
+  if (hp->n_head % hp->n_head_kv != 0)
+    return InvalidArgumentError("model: head_count " + std::to_string(hp->n_head) +
+                                " is not a multiple of head_count_kv " + std::to_string(hp->n_head_kv));
+  hp->head_dim = hp->n_embd / hp->n_head;
+  if (f.Has(a + "attention.key_length")) {
+    LLAMAY_ASSIGN_OR_RETURN(hp->head_dim, GetU32(f, a + "attention.key_length", 1, 1 << 12));
+  }
+  if (f.Has(a + "attention.value_length")) {
+    LLAMAY_ASSIGN_OR_RETURN(uint32_t v, GetU32(f, a + "attention.value_length", 1, 1 << 12));
+    if (v != hp->head_dim) return UnimplementedError("model: value_length differs from key_length");
+  }
+  if (hp->head_dim % 2 != 0) return InvalidArgumentError("model: head dim must be even for rope");
+  hp->n_rot = hp->head_dim;
+  if (f.Has(a + "rope.dimension_count")) {
+    LLAMAY_ASSIGN_OR_RETURN(hp->n_rot, GetU32(f, a + "rope.dimension_count", 2, hp->head_dim));
+  }
+  hp->rope_theta = static_cast<float>(f.GetFloatOr(a + "rope.freq_base", 10000.0));
+  const std::string scaling = f.GetStringOr(a + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    const double factor = f.GetFloatOr(a + "rope.scaling.factor", 1.0);
+    if (!(factor > 0)) return InvalidArgumentError("model: rope.scaling.factor must be positive");
+    hp->rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none" && scaling != "") {
+    return UnimplementedError("model: rope scaling type '" + scaling + "' is not supported (none, linear)");
+  }
+  return Status::Ok();
+}
+
+Status ReadSsm(const gguf::File& f, const std::string& a, HParams* hp) {
+  SsmParams& s = hp->ssm;
+  LLAMAY_ASSIGN_OR_RETURN(s.d_conv, GetU32(f, a + "ssm.conv_kernel", 1, 16));
+  LLAMAY_ASSIGN_OR_RETURN(s.d_inner, GetU32(f, a + "ssm.inner_size", 1, 1 << 16));
+  LLAMAY_ASSIGN_OR_RETURN(s.d_state, GetU32(f, a + "ssm.state_size", 1, 1 << 12));
+  LLAMAY_ASSIGN_OR_RETURN(s.n_head, GetU32(f, a + "ssm.time_step_rank", 1, s.d_inner));
+  LLAMAY_ASSIGN_OR_RETURN(s.n_group, GetU32(f, a + "ssm.group_count", 1, s.n_head));
+  if (s.d_inner % s.n_head != 0)
+    return InvalidArgumentError("model: ssm.inner_size " + std::to_string(s.d_inner) +
+                                " is not a multiple of ssm.time_step_rank " + std::to_string(s.n_head));
+  if (s.n_head % s.n_group != 0)
+    return InvalidArgumentError("model: ssm.time_step_rank " + std::to_string(s.n_head) +
+                                " is not a multiple of ssm.group_count " + std::to_string(s.n_group));
+  if (s.state_bytes() > (uint64_t{1} << 30))
+    return InvalidArgumentError("model: SSM state over 1 GiB per layer");
+  return Status::Ok();
+}
+
+// Granite's multipliers: optional floats, 0 (absent) meaning "not applied".
+void ReadGraniteScales(const gguf::File& f, const std::string& a, HParams* hp) {
+  hp->embedding_scale = static_cast<float>(f.GetFloatOr(a + "embedding_scale", 0.0));
+  hp->residual_scale = static_cast<float>(f.GetFloatOr(a + "residual_scale", 0.0));
+  hp->attention_scale = static_cast<float>(f.GetFloatOr(a + "attention.scale", 0.0));
+  hp->logit_scale = static_cast<float>(f.GetFloatOr(a + "logit_scale", 0.0));
+  // Granite uses rope.scaling.finetuned as the switch for rope (default on).
+  hp->use_rope = f.GetBoolOr(a + "rope.scaling.finetuned", true);
+}
+
 }  // namespace
+
+bool HParams::has_recurrent() const {
+  return std::any_of(mixers.begin(), mixers.end(), [](MixerKind m) { return m == MixerKind::kMamba2; });
+}
+
+uint32_t HParams::n_attention_layers() const {
+  return static_cast<uint32_t>(std::count(mixers.begin(), mixers.end(), MixerKind::kAttention));
+}
 
 Result<HParams> ReadHParams(const gguf::File& f) {
   HParams hp;
@@ -27,46 +131,40 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.arch = Arch::kQwen3;
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
+  } else if (hp.arch_name == "mamba2") {
+    hp.arch = Arch::kMamba2;
+    hp.has_ffn = false;
+  } else if (hp.arch_name == "granitehybrid") {
+    hp.arch = Arch::kGraniteHybrid;
+    hp.rope_type = RopeType::kNorm;
   } else {
     return UnimplementedError("model: architecture '" + hp.arch_name +
-                              "' is not supported (supported: llama, qwen2, qwen3)");
+                              "' is not supported (supported: llama, qwen2, qwen3, mamba2, granitehybrid)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
   LLAMAY_ASSIGN_OR_RETURN(hp.n_layer, GetU32(f, a + "block_count", 1, 4096));
-  LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
-  LLAMAY_ASSIGN_OR_RETURN(hp.n_head, GetU32(f, a + "attention.head_count", 1, 4096));
-  hp.n_head_kv = hp.n_head;
-  if (f.Has(a + "attention.head_count_kv")) {
-    LLAMAY_ASSIGN_OR_RETURN(hp.n_head_kv, GetU32(f, a + "attention.head_count_kv", 1, hp.n_head));
-  }
-  if (hp.n_head % hp.n_head_kv != 0)
-    return InvalidArgumentError("model: head_count " + std::to_string(hp.n_head) +
-                                " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
-  hp.head_dim = hp.n_embd / hp.n_head;
-  if (f.Has(a + "attention.key_length")) {
-    LLAMAY_ASSIGN_OR_RETURN(hp.head_dim, GetU32(f, a + "attention.key_length", 1, 1 << 12));
-  }
-  if (f.Has(a + "attention.value_length")) {
-    LLAMAY_ASSIGN_OR_RETURN(uint32_t v, GetU32(f, a + "attention.value_length", 1, 1 << 12));
-    if (v != hp.head_dim) return UnimplementedError("model: value_length differs from key_length");
-  }
-  if (hp.head_dim % 2 != 0) return InvalidArgumentError("model: head dim must be even for rope");
-  hp.n_rot = hp.head_dim;
-  if (f.Has(a + "rope.dimension_count")) {
-    LLAMAY_ASSIGN_OR_RETURN(hp.n_rot, GetU32(f, a + "rope.dimension_count", 2, hp.head_dim));
-  }
   hp.n_ctx_train = static_cast<uint32_t>(f.GetIntOr(a + "context_length", 2048));
   hp.rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  hp.rope_theta = static_cast<float>(f.GetFloatOr(a + "rope.freq_base", 10000.0));
-  const std::string scaling = f.GetStringOr(a + "rope.scaling.type", "none");
-  if (scaling == "linear") {
-    const double factor = f.GetFloatOr(a + "rope.scaling.factor", 1.0);
-    if (!(factor > 0)) return InvalidArgumentError("model: rope.scaling.factor must be positive");
-    hp.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling != "none" && scaling != "") {
-    return UnimplementedError("model: rope scaling type '" + scaling + "' is not supported (none, linear)");
+  if (hp.has_ffn) {
+    LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
   }
+  // Which layers are attention: all of them (llama family), none (mamba2), or those with kv heads (granite).
+  std::vector<uint32_t> n_head_kv;
+  if (hp.arch == Arch::kMamba2) {
+    hp.mixers.assign(hp.n_layer, MixerKind::kMamba2);
+  } else if (hp.arch == Arch::kGraniteHybrid) {
+    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp.n_layer, 0, 4096));
+    for (uint32_t kv : n_head_kv) hp.mixers.push_back(kv == 0 ? MixerKind::kMamba2 : MixerKind::kAttention);
+  } else {
+    hp.mixers.assign(hp.n_layer, MixerKind::kAttention);
+    const std::string key =
+        f.Has(a + "attention.head_count_kv") ? "attention.head_count_kv" : "attention.head_count";
+    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + key, hp.n_layer, 1, 4096));
+  }
+  if (hp.n_attention_layers() > 0) LLAMAY_RETURN_IF_ERROR(ReadAttention(f, a, n_head_kv, &hp));
+  if (hp.has_recurrent()) LLAMAY_RETURN_IF_ERROR(ReadSsm(f, a, &hp));
+  if (hp.arch == Arch::kGraniteHybrid) ReadGraniteScales(f, a, &hp);
   // Vocabulary size: the embedding's row count is authoritative.
   const gguf::TensorInfo* embd = f.FindTensor("token_embd.weight");
   if (embd == nullptr) return InvalidArgumentError("model: token_embd.weight is missing");
@@ -75,13 +173,21 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   return hp;
 }
 
-kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision) {
+kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,
+                          uint32_t checkpoint_tokens) {
   kv::KvLayout l;
   l.n_layers = hp.n_layer;
   l.n_kv_heads = hp.n_head_kv;
   l.head_dim = hp.head_dim;
   l.page_tokens = page_tokens;
   l.precision = precision;
+  if (!hp.has_recurrent()) return l;  // all full attention: no specs, exactly the pure-attention layout
+  for (MixerKind m : hp.mixers)
+    l.layer_specs.push_back(
+        {m == MixerKind::kMamba2 ? kv::LayerKind::kRecurrent : kv::LayerKind::kAttention, 0});
+  l.recurrent_layer_bytes = hp.ssm.state_bytes();
+  const uint32_t want = checkpoint_tokens ? checkpoint_tokens : kDefaultCheckpointTokens;
+  l.checkpoint_tokens = page_tokens == 0 ? want : (want + page_tokens - 1) / page_tokens * page_tokens;
   return l;
 }
 

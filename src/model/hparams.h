@@ -1,14 +1,22 @@
 // Model hyperparameters read from GGUF metadata, and the KvLayout they imply.
 //
-// Supported architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM: rope NORM), qwen2 (qkv bias,
-// rope NEOX), qwen3 (per-head q/k RMS norm, rope NEOX). An unknown architecture is an Unimplemented error
-// naming it.
+// Supported architectures:
+//   - llama (Llama 2/3, Mistral, TinyLlama, SmolLM: rope NORM), qwen2 (qkv bias, rope NEOX), qwen3 (per-head
+//     q/k RMS norm, rope NEOX): every layer is attention + SwiGLU FFN;
+//   - mamba2: every layer is a Mamba-2 mixer, no FFN;
+//   - granitehybrid (Granite 4.0-H): per layer a Mamba-2 mixer or GQA attention (head_count_kv is an array
+//     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings.
+// An unknown architecture is an Unimplemented error naming it.
+//
+// A layer is a mixer (attention or Mamba-2) and an optional FFN (HParams::mixers, HParams::has_ffn); the
+// forward pass is built from that description (model.cc).
 // Thread-safety: value types.
 #ifndef LLAMAY_MODEL_HPARAMS_H_
 #define LLAMAY_MODEL_HPARAMS_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -16,9 +24,30 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kMamba2, kGraniteHybrid };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
+// What mixes information across positions in a layer.
+enum class MixerKind : uint8_t { kAttention, kMamba2 };
+
+// Mamba-2 geometry ({arch}.ssm.* keys). H heads of P = d_inner / H elements, state size N, G groups.
+struct SsmParams {
+  uint32_t d_conv = 0;   // K: causal conv kernel (ssm.conv_kernel)
+  uint32_t d_inner = 0;  // H * P (ssm.inner_size)
+  uint32_t d_state = 0;  // N (ssm.state_size)
+  uint32_t n_head = 0;   // H (ssm.time_step_rank)
+  uint32_t n_group = 0;  // G (ssm.group_count), divides H
+  uint32_t head_dim() const { return n_head ? d_inner / n_head : 0; }
+  // Channels of the convolution: x, B and C.
+  uint32_t conv_channels() const { return d_inner + 2 * n_group * d_state; }
+  // Rows of ssm_in: z [d_inner], xBC [conv_channels], dt [n_head].
+  uint32_t in_proj_dim() const { return d_inner + conv_channels() + n_head; }
+  // One layer's recurrent state for one sequence, in floats: the conv window [K-1][conv_channels], then the
+  // SSM state [H][P][N].
+  uint64_t conv_state_floats() const { return uint64_t{d_conv - 1} * conv_channels(); }
+  uint64_t scan_state_floats() const { return uint64_t{d_inner} * d_state; }
+  uint64_t state_bytes() const { return 4 * (conv_state_floats() + scan_state_floats()); }
+};
 
 struct HParams {
   Arch arch = Arch::kLlama;
@@ -26,26 +55,47 @@ struct HParams {
   uint32_t n_vocab = 0;
   uint32_t n_embd = 0;
   uint32_t n_layer = 0;
+  // Attention geometry, shared by every attention layer (0 for a model without attention layers).
   uint32_t n_head = 0;
   uint32_t n_head_kv = 0;
   uint32_t head_dim = 0;  // key/value length per head
-  uint32_t n_ff = 0;
+  uint32_t n_ff = 0;      // 0 when no layer has an FFN
   uint32_t n_ctx_train = 0;
   uint32_t n_rot = 0;  // rotated dims per head (== head_dim unless partial)
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this
   RopeType rope_type = RopeType::kNorm;
+  bool use_rope = true;  // granite: {arch}.rope.scaling.finetuned switches rope off when false
   bool qkv_bias = false;
   bool qk_norm = false;
 
+  std::vector<MixerKind> mixers;  // [n_layer]
+  bool has_ffn = true;            // a SwiGLU FFN after the mixer of every layer
+  SsmParams ssm;                  // when any mixer is kMamba2
+
+  // Granite scalings; 0 means absent (llama.cpp's convention).
+  float embedding_scale = 0.0f;  // embeddings *= s
+  float residual_scale = 0.0f;   // mixer and FFN outputs *= s before their residual add
+  float attention_scale = 0.0f;  // kq scale; 0: 1/sqrt(head_dim)
+  float logit_scale = 0.0f;      // logits *= 1/s
+
   uint32_t q_dim() const { return n_head * head_dim; }
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
+  bool is_recurrent(uint32_t layer) const { return mixers[layer] == MixerKind::kMamba2; }
+  bool has_recurrent() const;
+  uint32_t n_attention_layers() const;
 };
 
 Result<HParams> ReadHParams(const gguf::File& file);
 
-kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision);
+// Recurrent checkpoints fall on multiples of this many positions unless a caller asks otherwise.
+inline constexpr uint32_t kDefaultCheckpointTokens = 256;
+
+// checkpoint_tokens: the spacing of recurrent checkpoints (0: kDefaultCheckpointTokens), rounded up to a
+// multiple of page_tokens; ignored (0) for a model without recurrent layers.
+kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,
+                          uint32_t checkpoint_tokens = 0);
 
 }  // namespace llamay::model
 

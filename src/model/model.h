@@ -1,10 +1,15 @@
-// Model: a loaded GGUF model (llama, qwen2, qwen3) and its forward pass over paged KV contexts.
+// Model: a loaded GGUF model (llama, qwen2, qwen3, mamba2, granitehybrid) and its forward pass over
+// kv::Contexts.
 //
 // Forward() runs one step for several sequences at once (prefill chunks and single decode tokens mixed):
 // it appends each sequence's new tokens to its kv::Context, computes every layer for all the batch's tokens
-// together (matrix-matrix work), writes each new position's K and V into the context's pages, and lets
-// each token attend over its own context's pages. The logits of a context depend only on the model, its
-// tokens and the KV precision: not on page size, batch composition, fork or snapshot/restore.
+// together (matrix-matrix work), and per layer kind: an attention layer writes each new position's K and V
+// into the context's pages and lets each token attend over its own context's pages; a Mamba-2 layer runs
+// each sequence's tokens, in order, through its slice of the context's live recurrent slot. At the end the
+// slot is committed at the new size, and a checkpoint is taken when that size is a multiple of the
+// layout's checkpoint_tokens. The logits of a context depend only on the model, its tokens and the KV
+// precision: not on page size, batch composition, how the tokens were split into steps, fork, rollback to
+// a checkpoint or snapshot/restore.
 //
 // Thread-safety: a Model is immutable after Load; Forward may run from several threads on disjoint
 // contexts. The contexts passed to Forward are owned by the caller for its duration.
@@ -30,9 +35,9 @@ namespace llamay::model {
 
 // One sequence's share of a forward step.
 struct SeqInput {
-  kv::Context* context = nullptr;    // receives the tokens; its layout must be the model's
-  std::span<const int32_t> tokens;   // appended at context->size()
-  bool all_logits = false;           // logits for every new token; otherwise for the last one only
+  kv::Context* context = nullptr;   // receives the tokens; its layout must be the model's
+  std::span<const int32_t> tokens;  // appended at context->size()
+  bool all_logits = false;          // logits for every new token; otherwise for the last one only
 };
 
 class Model {
@@ -46,20 +51,25 @@ class Model {
   const gguf::File& file() const { return file_; }
   // Identity of the weights (see gguf::File::WeightDigest).
   const Digest& weight_digest() const { return file_.WeightDigest(); }
-  kv::KvLayout KvLayoutFor(uint32_t page_tokens, kv::KvPrecision precision) const {
-    return MakeKvLayout(hp_, page_tokens, precision);
+  // checkpoint_tokens: see MakeKvLayout (0: the default spacing of recurrent checkpoints).
+  kv::KvLayout KvLayoutFor(uint32_t page_tokens, kv::KvPrecision precision,
+                           uint32_t checkpoint_tokens = 0) const {
+    return MakeKvLayout(hp_, page_tokens, precision, checkpoint_tokens);
   }
 
   // Runs the step; appends to `logits` one row of n_vocab floats per requested position, in batch order.
-  // On error every context is left as it was.
+  // On error every context is left as it was. A context of a model with recurrent layers must have its
+  // state committed at its size (state_position() == size(), as Forward and Rollback leave it).
   Status Forward(std::span<const SeqInput> batch, std::vector<float>* logits) const;
 
  private:
-  Model(gguf::File file, HParams hp, Weights w, std::unique_ptr<kernels::ThreadPool> pool)
-      : file_(std::move(file)), hp_(std::move(hp)), w_(std::move(w)), pool_(std::move(pool)) {}
+  Model(gguf::File file, HParams hp, Weights w, std::unique_ptr<kernels::ThreadPool> pool);
+  // The checks that precede any change: context, layout, token ids, recurrent state position.
+  Status CheckBatch(std::span<const SeqInput> batch) const;
   gguf::File file_;
   HParams hp_;
   Weights w_;
+  std::vector<kv::LayerSlot> layer_slots_;     // [n_layer]: where each layer's state lives in a context
   std::unique_ptr<kernels::ThreadPool> pool_;  // ParallelFor serialises concurrent Forward calls
 };
 

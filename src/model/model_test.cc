@@ -120,7 +120,8 @@ TEST_P(Parity, MatchesLlamaCpp) {
     // Greedy continuation, one token at a time, until the first near-tie.
     const std::vector<int32_t> greedy = c["greedy"];
     std::vector<float> last(logits.end() - static_cast<long>(V), logits.end());
-    for (size_t i = 0; i < greedy.size(); ++i) {
+    size_t equal = 0;
+    for (size_t i = 0; i < greedy.size(); ++i, ++equal) {
       const int32_t got = Argmax(last.data(), V);
       if (got != greedy[i]) {
         EXPECT_LE(Margin(last), 2 * pc.tol) << "greedy token " << i << ": " << got << " vs " << greedy[i];
@@ -128,6 +129,7 @@ TEST_P(Parity, MatchesLlamaCpp) {
       }
       last = Step(m, ctx, got);
     }
+    std::printf("  %s, %zu tokens: greedy %zu of %zu equal\n", pc.model, tokens.size(), equal, greedy.size());
   }
 }
 
@@ -140,7 +142,12 @@ INSTANTIATE_TEST_SUITE_P(Models, Parity,
                                          // and 0.15 (q8_0, q4_0) on logits of std ~3. Bounds: about 2x that.
                                          ParityCase{"tiny-llama-f16", 0.01f}, ParityCase{"tiny-llama-q8_0", 0.25f},
                                          ParityCase{"tiny-llama-q4_0", 0.3f}, ParityCase{"tiny-qwen2-q8_0", 0.25f},
-                                         ParityCase{"tiny-qwen3-q8_0", 0.25f}),
+                                         ParityCase{"tiny-qwen3-q8_0", 0.25f},
+                                         // Recurrent models: f32 agrees to ~7e-6; q8_0 differs by the same
+                                         // activation rounding (largest measured 0.11 mamba2, 0.14 granite).
+                                         ParityCase{"tiny-mamba2-f32", 1e-3f}, ParityCase{"tiny-mamba2-q8_0", 0.25f},
+                                         ParityCase{"tiny-granitehybrid-f32", 1e-3f},
+                                         ParityCase{"tiny-granitehybrid-q8_0", 0.25f}),
                          [](const auto& info) {
                            std::string n = info.param.model;
                            for (char& ch : n)
@@ -391,10 +398,14 @@ namespace {
 
 TEST(Load, UnsupportedArchitecturesAndMissingFilesAreClearErrors) {
   if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
-  auto mamba = Model::Load(kRef + "models/tiny-mamba2-f32.gguf");
-  ASSERT_FALSE(mamba.ok());
-  EXPECT_EQ(mamba.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(mamba.status().message().find("'mamba2'"), std::string::npos) << mamba.status().message();
+  gguf::Writer w;
+  w.SetString("general.architecture", "nonesuch");
+  auto file = gguf::File::FromBuffer(w.Finish());
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto unknown = Model::FromFile(std::move(*file));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(unknown.status().message().find("'nonesuch'"), std::string::npos) << unknown.status().message();
   EXPECT_EQ(Model::Load(kRef + "models/none.gguf").status().code(), StatusCode::kNotFound);
   auto vocab_only = Model::Load(kRef + "vocab/ggml-vocab-gpt-2.gguf");
   EXPECT_FALSE(vocab_only.ok());

@@ -1,9 +1,9 @@
 #include "model/weights.h"
 
+#include <string>
+
 #include "kernels/dequant.h"
 #include "kernels/vec_dot.h"
-
-#include <string>
 
 namespace llamay::model {
 namespace {
@@ -22,7 +22,8 @@ class Binder {
   Binder(const gguf::File& f) : f_(f) {}
 
   // A tensor of `cols` x `rows` (rows 1 for vectors). Optional tensors may be absent.
-  Result<Tensor> Get(const std::string& name, int64_t rows, int64_t cols, bool matrix, bool optional = false) {
+  Result<Tensor> Get(const std::string& name, int64_t rows, int64_t cols, bool matrix,
+                     bool optional = false) {
     const gguf::TensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) {
       if (optional) return Tensor{};
@@ -54,34 +55,78 @@ bool IsSupportedMatrixType(TensorType t) {
   return kernels::MatMulSupports(t) && kernels::CanDequantize(t);
 }
 
+namespace {
+
+Status BindAttention(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
+  const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim();
+  LLAMAY_ASSIGN_OR_RETURN(l->wq, b.Get(p + "attn_q.weight", Q, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->wk, b.Get(p + "attn_k.weight", KV, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->wv, b.Get(p + "attn_v.weight", KV, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->wo, b.Get(p + "attn_output.weight", E, Q, true));
+  // Biases: required for qwen2, allowed (and used) wherever present.
+  LLAMAY_ASSIGN_OR_RETURN(l->bq, b.Get(p + "attn_q.bias", 1, Q, false, !hp.qkv_bias));
+  LLAMAY_ASSIGN_OR_RETURN(l->bk, b.Get(p + "attn_k.bias", 1, KV, false, !hp.qkv_bias));
+  LLAMAY_ASSIGN_OR_RETURN(l->bv, b.Get(p + "attn_v.bias", 1, KV, false, !hp.qkv_bias));
+  if (static_cast<bool>(l->bq) != static_cast<bool>(l->bk) ||
+      static_cast<bool>(l->bq) != static_cast<bool>(l->bv))
+    return UnimplementedError("model: " + p + "attn_{q,k,v}.bias must be all present or all absent");
+  LLAMAY_ASSIGN_OR_RETURN(l->q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
+  LLAMAY_ASSIGN_OR_RETURN(l->k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
+  if (static_cast<bool>(l->q_norm) != static_cast<bool>(l->k_norm))
+    return UnimplementedError("model: " + p + "attn_{q,k}_norm must be both present or both absent");
+  return Status::Ok();
+}
+
+Status BindMamba2(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
+  const SsmParams& s = hp.ssm;
+  const int64_t E = hp.n_embd, C = s.conv_channels(), H = s.n_head, G = s.n_group;
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_in, b.Get(p + "ssm_in.weight", s.in_proj_dim(), E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_conv1d, b.Get(p + "ssm_conv1d.weight", C, s.d_conv, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_conv1d_b, b.Get(p + "ssm_conv1d.bias", 1, C, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_dt_b, b.Get(p + "ssm_dt.bias", 1, H, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_a, b.Get(p + "ssm_a", H, 1, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_d, b.Get(p + "ssm_d", H, 1, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_norm, b.Get(p + "ssm_norm.weight", G, s.d_inner / G, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_out, b.Get(p + "ssm_out.weight", E, s.d_inner, true));
+  return Status::Ok();
+}
+
+Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
+  const int64_t E = hp.n_embd, F = hp.n_ff;
+  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->w_gate, b.Get(p + "ffn_gate.weight", F, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->w_up, b.Get(p + "ffn_up.weight", F, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->w_down, b.Get(p + "ffn_down.weight", E, F, true));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {
   Binder b(f);
   Weights w;
-  const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), F = hp.n_ff, V = hp.n_vocab;
+  const int64_t E = hp.n_embd, V = hp.n_vocab;
   LLAMAY_ASSIGN_OR_RETURN(w.tok_embd, b.Get("token_embd.weight", V, E, true));
   LLAMAY_ASSIGN_OR_RETURN(w.output_norm, b.Get("output_norm.weight", 1, E, false));
   LLAMAY_ASSIGN_OR_RETURN(w.output, b.Get("output.weight", V, E, true, /*optional=*/true));
   if (!w.output) w.output = w.tok_embd;  // tied embeddings
-  LLAMAY_ASSIGN_OR_RETURN(w.rope_freqs, b.Get("rope_freqs.weight", 1, hp.n_rot / 2, false, true));
+  if (hp.n_attention_layers() > 0) {
+    LLAMAY_ASSIGN_OR_RETURN(w.rope_freqs, b.Get("rope_freqs.weight", 1, hp.n_rot / 2, false, true));
+  }
   w.layers.resize(hp.n_layer);
   for (uint32_t i = 0; i < hp.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     LLAMAY_ASSIGN_OR_RETURN(l.attn_norm, b.Get(p + "attn_norm.weight", 1, E, false));
-    LLAMAY_ASSIGN_OR_RETURN(l.wq, b.Get(p + "attn_q.weight", Q, E, true));
-    LLAMAY_ASSIGN_OR_RETURN(l.wk, b.Get(p + "attn_k.weight", KV, E, true));
-    LLAMAY_ASSIGN_OR_RETURN(l.wv, b.Get(p + "attn_v.weight", KV, E, true));
-    LLAMAY_ASSIGN_OR_RETURN(l.wo, b.Get(p + "attn_output.weight", E, Q, true));
-    // Biases: required for qwen2, allowed (and used) wherever present.
-    LLAMAY_ASSIGN_OR_RETURN(l.bq, b.Get(p + "attn_q.bias", 1, Q, false, !hp.qkv_bias));
-    LLAMAY_ASSIGN_OR_RETURN(l.bk, b.Get(p + "attn_k.bias", 1, KV, false, !hp.qkv_bias));
-    LLAMAY_ASSIGN_OR_RETURN(l.bv, b.Get(p + "attn_v.bias", 1, KV, false, !hp.qkv_bias));
-    LLAMAY_ASSIGN_OR_RETURN(l.q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
-    LLAMAY_ASSIGN_OR_RETURN(l.k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
-    LLAMAY_ASSIGN_OR_RETURN(l.ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
-    LLAMAY_ASSIGN_OR_RETURN(l.w_gate, b.Get(p + "ffn_gate.weight", F, E, true));
-    LLAMAY_ASSIGN_OR_RETURN(l.w_up, b.Get(p + "ffn_up.weight", F, E, true));
-    LLAMAY_ASSIGN_OR_RETURN(l.w_down, b.Get(p + "ffn_down.weight", E, F, true));
+    switch (hp.mixers[i]) {
+      case MixerKind::kAttention:
+        LLAMAY_RETURN_IF_ERROR(BindAttention(b, p, hp, &l));
+        break;
+      case MixerKind::kMamba2:
+        LLAMAY_RETURN_IF_ERROR(BindMamba2(b, p, hp, &l));
+        break;
+    }
+    if (hp.has_ffn) LLAMAY_RETURN_IF_ERROR(BindFfn(b, p, hp, &l));
   }
   return w;
 }

@@ -25,11 +25,24 @@ struct Tensor {
   const float* f32() const { return reinterpret_cast<const float*>(data); }
 };
 
+// One layer: the norm in front of its mixer, the mixer's tensors (attention or Mamba-2: the other kind's
+// are absent), and the FFN (absent when HParams::has_ffn is false).
 struct LayerWeights {
-  Tensor attn_norm;             // [n_embd] f32
+  Tensor attn_norm;             // [n_embd] f32: the norm in front of the mixer, whatever its kind
+  // Attention mixer.
   Tensor wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
   Tensor bq, bk, bv;            // qwen2: [q_dim], [kv_dim] x2, f32
   Tensor q_norm, k_norm;        // qwen3: [head_dim] f32
+  // Mamba-2 mixer (SsmParams: H heads, C = conv_channels, K = d_conv).
+  Tensor ssm_in;                // [in_proj_dim][n_embd]: rows z [d_inner], xBC [C], dt [H]
+  Tensor ssm_conv1d;            // [C][K] f32 (GGUF ne0 = K)
+  Tensor ssm_conv1d_b;          // [C] f32
+  Tensor ssm_dt_b;              // [H] f32
+  Tensor ssm_a;                 // [H] f32: -exp(A_log) (GGUF [H][1])
+  Tensor ssm_d;                 // [H] f32 (GGUF [H][1])
+  Tensor ssm_norm;              // [d_inner] f32 (GGUF [n_group][d_inner / n_group])
+  Tensor ssm_out;               // [n_embd][d_inner]
+  // SwiGLU FFN.
   Tensor ffn_norm;              // [n_embd] f32
   Tensor w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
 };

@@ -1,0 +1,119 @@
+// The attention mixer: see AttentionBlock in blocks.h.
+#include <cmath>
+#include <utility>
+
+#include "kernels/attention.h"
+#include "model/blocks.h"
+
+namespace llamay::model::internal {
+namespace {
+
+TensorType KvType(kv::KvPrecision p) {
+  switch (p) {
+    case kv::KvPrecision::kF16:
+      return TensorType::kF16;
+    case kv::KvPrecision::kQ8_0:
+      return TensorType::kQ8_0;
+    default:
+      return TensorType::kF32;
+  }
+}
+
+}  // namespace
+
+AttentionBlock::AttentionBlock(Step& step) : step_(step) {
+  const HParams& hp = step.hp;
+  const size_t T = static_cast<size_t>(step.n_tokens);
+  rope_.n_rot = static_cast<int>(hp.n_rot);
+  rope_.freq_base = hp.rope_theta;
+  rope_.freq_scale = hp.rope_freq_scale;
+  rope_.mode = hp.rope_type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
+  rope_.freq_factors = step.w.rope_freqs ? step.w.rope_freqs.f32() : nullptr;
+  if (hp.use_rope) {
+    cs_.resize(T * hp.n_rot);
+    for (size_t t = 0; t < T; ++t) kernels::RopeCache(step.positions[t], rope_, &cs_[t * hp.n_rot]);
+  }
+  q_.resize(T * hp.q_dim());
+  k_.resize(T * hp.kv_dim());
+  v_.resize(k_.size());
+  attn_.resize(q_.size());
+}
+
+Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
+  const HParams& hp = step_.hp;
+  const LayerWeights& L = step_.w.layers[layer];
+  const kv::LayerSlot slot = step_.layer_slots[layer];
+  const int64_t T = step_.n_tokens, E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), D = hp.head_dim;
+  // 1. Projections, bias, per-head norms, rope; the new K/V rows go into the contexts' pages.
+  step_.linear.NewInput();
+  step_.linear.Mul(L.wq, xn, E, q_.data());
+  step_.linear.Mul(L.wk, xn, E, k_.data());
+  step_.linear.Mul(L.wv, xn, E, v_.data());
+  for (int64_t t = 0; t < T; ++t) {
+    float* qt = &q_[t * Q];
+    float* kt = &k_[t * KV];
+    float* vt = &v_[t * KV];
+    if (L.bq) {
+      kernels::Add(qt, L.bq.f32(), Q, qt);
+      kernels::Add(kt, L.bk.f32(), KV, kt);
+      kernels::Add(vt, L.bv.f32(), KV, vt);
+    }
+    if (L.q_norm) {
+      for (int64_t h = 0; h < hp.n_head; ++h)
+        kernels::RmsNorm(qt + h * D, L.q_norm.f32(), D, hp.rms_eps, qt + h * D);
+      for (int64_t h = 0; h < hp.n_head_kv; ++h)
+        kernels::RmsNorm(kt + h * D, L.k_norm.f32(), D, hp.rms_eps, kt + h * D);
+    }
+    if (hp.use_rope) {
+      kernels::ApplyRope(qt, static_cast<int>(hp.n_head), static_cast<int>(D), rope_, &cs_[t * hp.n_rot]);
+      kernels::ApplyRope(kt, static_cast<int>(hp.n_head_kv), static_cast<int>(D), rope_, &cs_[t * hp.n_rot]);
+    }
+    const size_t pos = static_cast<size_t>(step_.positions[static_cast<size_t>(t)]);
+    kv::Context* ctx = step_.batch[step_.token_seq[static_cast<size_t>(t)]].context;
+    LLAMAY_RETURN_IF_ERROR(ctx->WriteRow(pos, layer, kv::KvKind::kKey, std::span<const float>(kt, KV)));
+    LLAMAY_RETURN_IF_ERROR(ctx->WriteRow(pos, layer, kv::KvKind::kValue, std::span<const float>(vt, KV)));
+  }
+  // 2. Attention reads K/V back from the pages (as stored, in the cache's precision), so a token computes
+  //    the same values whether its neighbours in the batch were written in this step or an earlier one.
+  //    One call per page geometry and KV precision (which a call shares), so that forked sequences read
+  //    the pages they share once.
+  kernels::AttentionParams ap;
+  ap.n_head = static_cast<int>(hp.n_head);
+  ap.n_kv_heads = static_cast<int>(hp.n_head_kv);
+  ap.head_dim = static_cast<int>(D);
+  ap.scale = hp.attention_scale != 0.0f ? hp.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t n_seqs = step_.batch.size();
+  std::vector<std::vector<const uint8_t*>> pages(n_seqs);
+  std::vector<kernels::AttentionSeq> seqs;
+  std::vector<std::pair<kernels::KvPageGeometry, TensorType>> kinds;
+  for (size_t s = 0; s < n_seqs; ++s) {
+    const int64_t n = step_.seq_tokens(s), t0 = step_.seq_begin[s];
+    if (n == 0) continue;
+    const kv::Context* ctx = step_.batch[s].context;
+    pages[s] = ctx->PageData(slot.group);
+    const kv::KvLayout& layout = ctx->layout();
+    kinds.push_back(
+        {kernels::LayerMajorGeometry(layout.page_tokens, layout.row_bytes(), static_cast<int>(slot.index)),
+         KvType(layout.precision)});
+    seqs.push_back(
+        {&q_[t0 * Q], &step_.positions[static_cast<size_t>(t0)], n, pages[s].data(), &attn_[t0 * Q]});
+  }
+  std::vector<bool> done(seqs.size(), false);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    if (done[s]) continue;
+    std::vector<kernels::AttentionSeq> same;
+    for (size_t o = s; o < seqs.size(); ++o)
+      if (!done[o] && kinds[o] == kinds[s]) {
+        same.push_back(seqs[o]);
+        done[o] = true;
+      }
+    ap.kv_type = kinds[s].second;
+    kernels::AttentionPagedMulti(same, kinds[s].first, ap, step_.pool);
+  }
+  // 3. Output projection.
+  step_.linear.NewInput();
+  step_.linear.Mul(L.wo, attn_.data(), Q, out);
+  return Status::Ok();
+}
+
+}  // namespace llamay::model::internal

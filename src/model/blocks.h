@@ -1,0 +1,117 @@
+// Internal to src/model: the blocks a layer is built from, and the step they run in.
+//
+// Model::Forward (model.cc) reads as the block diagram:
+//   embeddings -> for each layer: norm, mixer (AttentionBlock | Mamba2Block), residual,
+//                                 [norm, FfnBlock, residual] -> output norm -> logits
+// Every block maps a normalised input xn [T][n_embd] (T: the tokens of the whole batch, sequence after
+// sequence) to its output out [T][n_embd]; the caller adds the residual. Matrix products run over all T
+// tokens at once (matrix-matrix work); whatever depends on a sequence's history (attention over its pages,
+// the recurrent scan over its state) runs per sequence, in token order, so a sequence's results do not
+// depend on the other sequences of the batch or on how its tokens were split into steps.
+//
+// Thread-safety: a Step and its blocks belong to one Forward call (one thread); the kernels they call
+// spread work over the step's ThreadPool.
+#ifndef LLAMAY_MODEL_BLOCKS_H_
+#define LLAMAY_MODEL_BLOCKS_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "kv/layout.h"
+#include "model/hparams.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace llamay::model::internal {
+
+kernels::WeightMatrix Matrix(const Tensor& t);
+
+// y = W x for the T tokens of a step. The activations are converted once per format and shared by the
+// matrices that read the same input (q/k/v, gate/up): the cache is keyed on the input pointer, so a caller
+// that rewrites an input buffer calls NewInput() before the next product that reads it.
+class Linear {
+ public:
+  Linear(kernels::ThreadPool* pool, int64_t n_tokens) : pool_(pool), n_tokens_(n_tokens) {}
+  // in [T][n_in] -> out [T][w.rows].
+  void Mul(const Tensor& w, const float* in, int64_t n_in, float* out);
+  void NewInput() { src_ = nullptr; }
+
+ private:
+  kernels::ThreadPool* pool_;
+  int64_t n_tokens_;
+  kernels::PreparedActivations prep_;
+  const float* src_ = nullptr;  // the input prep_ was made from
+};
+
+// One forward step: the batch, where each of its tokens belongs, and where each layer's state lives.
+struct Step {
+  const HParams& hp;
+  const Weights& w;
+  kernels::ThreadPool* pool;
+  std::span<const SeqInput> batch;
+  const std::vector<kv::LayerSlot>& layer_slots;  // [n_layer]: where each layer's state lives
+  int64_t n_tokens = 0;                           // T
+  std::vector<int32_t> ids;                       // [T]: the token ids, sequence after sequence
+  std::vector<size_t> token_seq;                  // [T]: the batch index of each token
+  std::vector<int64_t> positions;                 // [T]: each token's position in its context
+  std::vector<int64_t> seq_begin;                 // [batch.size() + 1]: first token of each sequence
+  Linear linear;
+
+  // REQUIRES: the batch's tokens were appended to their contexts (positions count back from size()).
+  Step(const HParams& h, const Weights& wt, kernels::ThreadPool* p, std::span<const SeqInput> b,
+       const std::vector<kv::LayerSlot>& slots);
+  int64_t seq_tokens(size_t s) const { return seq_begin[s + 1] - seq_begin[s]; }
+};
+
+// The attention mixer of the llama family (and granite): q/k/v projections (+ bias, + per-head q/k norm),
+// rope, the new K/V rows written into each context's pages, paged attention over them, output projection.
+// The rope table for the step's positions is computed once and shared by every attention layer.
+class AttentionBlock {
+ public:
+  explicit AttentionBlock(Step& step);
+  // xn, out: [T][n_embd]. Fails only if a K/V row cannot be written (the caller undoes the step).
+  Status Run(uint32_t layer, const float* xn, float* out);
+
+ private:
+  Step& step_;
+  kernels::RopeParams rope_;
+  std::vector<float> cs_;                // [T][n_rot/2][2]: cos/sin of each token's position
+  std::vector<float> q_, k_, v_, attn_;  // [T][q_dim], [T][kv_dim] x2, [T][q_dim]
+};
+
+// The Mamba-2 mixer (llama.cpp's build_mamba2_layer): in_proj -> z | xBC | dt; causal conv over xBC with the
+// layer's conv state, + bias, SiLU; selective scan of x with dt, A, B, C, D and the layer's SSM state;
+// grouped RMS norm of y * silu(z); out_proj. The state of sequence s, layer `layer` is the slice
+// [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][conv_channels] f32, then
+// the SSM state [n_head][head_dim][d_state] f32.
+class Mamba2Block {
+ public:
+  explicit Mamba2Block(Step& step);
+  // xn, out: [T][n_embd]; `states` [batch.size()]: each sequence's live slot (null when it has no tokens).
+  void Run(uint32_t layer, const float* xn, std::span<uint8_t* const> states, float* out);
+
+ private:
+  Step& step_;
+  std::vector<float> zxbcdt_;  // [T][in_proj_dim]: z [d_inner] | xBC [conv_channels] | dt [n_head]
+  std::vector<float> y_;       // [T][d_inner]
+};
+
+// The SwiGLU feed-forward block: down(silu(gate x) * up x).
+class FfnBlock {
+ public:
+  explicit FfnBlock(Step& step);
+  void Run(uint32_t layer, const float* xn, float* out);  // xn, out: [T][n_embd]
+
+ private:
+  Step& step_;
+  std::vector<float> gate_, up_, act_;  // [T][n_ff]
+};
+
+}  // namespace llamay::model::internal
+
+#endif  // LLAMAY_MODEL_BLOCKS_H_
