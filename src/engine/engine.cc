@@ -39,8 +39,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::T
                std::unique_ptr<kv::Cache> cache, const EngineOptions& options)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), cache_(std::move(cache)), options_(options) {
   const kv::KvLayout& l = cache_->layout();
+  // A model without attention layers keeps no pages: its memory does not grow with positions.
   const double budget_positions =
-      static_cast<double>(options_.kv_memory_bytes / l.page_bytes()) * static_cast<double>(l.page_tokens);
+      l.page_bytes() == 0 ? static_cast<double>(kv::kMaxPositions)
+                          : static_cast<double>(options_.kv_memory_bytes / l.page_bytes()) * static_cast<double>(l.page_tokens);
   max_pinned_positions_ = static_cast<size_t>(budget_positions * std::clamp(options_.max_pinned_share, 0.0, 1.0));
   thread_ = std::thread([this] { Loop(); });
 }
@@ -193,6 +195,9 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
     s.history = s.ctx.tokens();
     s.usage.cached_tokens = s.ctx.size();
     s.pending = r.prompt;
+    // A recurrent state cannot be rolled back without a checkpoint: take one where the session came, so
+    // a failed or preempted request can return it as it was.
+    if (cache_->groups().has_recurrent() && s.ctx.state_position() == s.ctx.size()) (void)s.ctx.Checkpoint();
   } else {
     if (r.prompt.empty()) return Finish(s, FinishReason::kError, InvalidArgumentError("empty prompt"));
     // Reuse the longest computed prefix, keeping at least one token to compute logits from.
@@ -217,7 +222,7 @@ void Engine::Step() {
   for (auto& sp : active_) {
     Seq& s = *sp;
     if (s.done || s.pending.empty() || budget == 0) continue;
-    const size_t n = std::min({s.pending.size(), options_.prefill_chunk, budget});
+    const size_t n = ChunkEnd(s.ctx.size(), std::min({s.pending.size(), options_.prefill_chunk, budget}));
     seqs.push_back(&s);
     inputs.push_back({&s.ctx, std::span(s.pending.data(), n), false});
     budget -= n;
@@ -255,6 +260,9 @@ void Engine::Step() {
     if (!s.pending.empty()) continue;  // prefill continues next step
     if (!s.prefilled) {
       s.prefilled = true;
+      // The prompt's end is where the next turn of an agent resumes: a checkpoint of the recurrent
+      // state there (donated to the prefix tree with the context when it is retained).
+      if (cache_->groups().has_recurrent()) (void)s.ctx.Checkpoint();
       if (s.req.pin_prefix) Pin(s.ctx);
       if (s.req.max_tokens == 0) {
         Finish(s, FinishReason::kLength);
@@ -263,6 +271,15 @@ void Engine::Step() {
     }
     Emit(s, s.sampler->Sample(std::span(logits.data() + i * V, V), s.history), std::span(logits.data() + i * V, V));
   }
+}
+
+size_t Engine::ChunkEnd(size_t size, size_t n) const {
+  // Recurrent layouts: a prefill step never crosses a checkpoint boundary, so the model takes the
+  // checkpoint at the step's end (Model::Forward) and a later prompt can resume there.
+  const size_t every = cache_->layout().checkpoint_tokens;
+  if (every == 0 || n <= 1) return n;
+  const size_t next = (size / every + 1) * every;
+  return std::min(n, next - size);
 }
 
 void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {

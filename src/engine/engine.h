@@ -144,6 +144,9 @@ class Engine {
   void Loop();
   void Admit(std::unique_ptr<Seq> s);
   void Step();
+  // How many of n pending tokens a context of `size` positions runs this step: a prefill chunk is cut at
+  // the next checkpoint boundary of a recurrent layout.
+  size_t ChunkEnd(size_t size, size_t n) const;
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
   void Preempt(Seq& s);

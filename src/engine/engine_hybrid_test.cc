@@ -1,0 +1,144 @@
+// The engine on a hybrid model (tiny-granitehybrid from ../shared/ref: Mamba-2 and attention layers):
+// prefill steps cut at checkpoint boundaries, checkpoints at the prompt's and the output's end, and what
+// an agent's next turn reuses, with tokens identical to a cold run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "engine/engine.h"
+
+namespace llamay::engine {
+namespace {
+
+const std::string kModels = std::string(LLAMAY_SHARED_DIR) + "/ref/models/";
+
+std::unique_ptr<Engine> LoadEngine(const std::string& file, EngineOptions o = {}) {
+  auto m = model::Model::Load(kModels + file);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  EXPECT_TRUE(tok.ok());
+  auto e = Engine::Create(std::move(*m), std::move(*tok), o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return std::move(*e);
+}
+
+std::vector<int32_t> Tokens(size_t n, int salt) {
+  std::vector<int32_t> p = {1};
+  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>(3 + (i * 37 + static_cast<size_t>(salt) * 11) % 500));
+  return p;
+}
+
+Request Greedy(std::vector<int32_t> prompt, int max_tokens) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.repeat_penalty = 1.0f;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  return r;
+}
+
+class HybridEngine : public testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kModels + GetParam())) GTEST_SKIP() << "../shared/ref is absent";
+  }
+};
+
+// An agent's turns: each prompt is the previous prompt, the previous output and a new message. The
+// second turn resumes at the first turn's output end (a checkpoint), the third at the second's; every
+// turn's tokens equal a cold run's.
+TEST_P(HybridEngine, NextTurnResumesAtTheOutputCheckpointAndMatchesACold) {
+  EngineOptions o;
+  o.prefill_chunk = 100;  // chunks that do not divide the checkpoint spacing
+  auto e = LoadEngine(GetParam(), o);
+  std::vector<int32_t> prompt = Tokens(300, 1);
+  std::vector<std::vector<int32_t>> outputs;
+  std::vector<size_t> cached;
+  for (int turn = 0; turn < 3; ++turn) {
+    auto c = e->Generate(Greedy(prompt, 8));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_EQ(c->tokens.size(), 8u);
+    cached.push_back(c->usage.cached_tokens);
+    outputs.push_back(c->tokens);
+    if (turn > 0) {
+      // The retained context ends where the last output token was sampled (it was never run).
+      const size_t prev_end = prompt.size() - 40 - 1;
+      EXPECT_EQ(c->usage.cached_tokens, prev_end) << "turn " << turn;
+    }
+    prompt.insert(prompt.end(), c->tokens.begin(), c->tokens.end());
+    const auto more = Tokens(40, turn + 7);
+    prompt.insert(prompt.end(), more.begin() + 1, more.end());
+    prompt.push_back(5);
+  }
+  EXPECT_EQ(cached[0], 0u);
+  // Cold: a fresh engine for each turn's prompt.
+  std::vector<int32_t> p = Tokens(300, 1);
+  for (int turn = 0; turn < 3; ++turn) {
+    auto cold = LoadEngine(GetParam(), o);
+    auto c = cold->Generate(Greedy(p, 8));
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->usage.cached_tokens, 0u);
+    EXPECT_EQ(c->tokens, outputs[static_cast<size_t>(turn)]) << "turn " << turn;
+    p.insert(p.end(), c->tokens.begin(), c->tokens.end());
+    const auto more = Tokens(40, turn + 7);
+    p.insert(p.end(), more.begin() + 1, more.end());
+    p.push_back(5);
+  }
+}
+
+// A prompt sharing part of an earlier one resumes at the deepest checkpoint inside the shared part: the
+// aligned ones a prefill takes every checkpoint_tokens (256 here), not at the first differing token.
+TEST_P(HybridEngine, APartialMatchResumesAtTheDeepestAlignedCheckpoint) {
+  EngineOptions o;
+  o.prefill_chunk = 200;
+  auto e = LoadEngine(GetParam(), o);
+  ASSERT_EQ(e->cache().layout().checkpoint_tokens, 256u);
+  std::vector<int32_t> a = Tokens(600, 2);
+  auto first = e->Generate(Greedy(a, 2));
+  ASSERT_TRUE(first.ok());
+  std::vector<int32_t> b(a.begin(), a.begin() + 550);
+  const auto tail = Tokens(30, 9);
+  b.insert(b.end(), tail.begin() + 1, tail.end());
+  auto second = e->Generate(Greedy(b, 6));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->usage.cached_tokens, 512u);
+  auto cold = LoadEngine(GetParam(), o);
+  auto c = cold->Generate(Greedy(b, 6));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(second->tokens, c->tokens);
+}
+
+// A session (a context held across requests) continues exactly as one cold run over all its tokens.
+TEST_P(HybridEngine, ASessionContinuesExactly) {
+  auto e = LoadEngine(GetParam());
+  const std::vector<int32_t> start = Tokens(70, 3);
+  auto made = e->Generate(Greedy(start, 0), /*keep_context=*/true);
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ(made->context.size(), 70u);  // max_tokens 0: the whole prompt is computed, no tail
+  ASSERT_TRUE(made->tail.empty());
+  Request next = Greedy({9, 10}, 8);
+  next.context = std::move(made->context);
+  auto cont = e->Generate(std::move(next), true);
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  EXPECT_EQ(cont->usage.cached_tokens, 70u);
+  std::vector<int32_t> all = start;
+  all.push_back(9);
+  all.push_back(10);
+  auto cold = LoadEngine(GetParam())->Generate(Greedy(all, 8));
+  ASSERT_TRUE(cold.ok());
+  EXPECT_EQ(cont->tokens, cold->tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridEngine,
+                         testing::Values("tiny-granitehybrid-f32.gguf", "tiny-mamba2-f32.gguf"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           n = n.substr(0, n.find('.'));
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace llamay::engine
