@@ -84,6 +84,7 @@ Context Cache::Register(std::unique_ptr<ContextState> state) {
 Context Cache::NewContext() {
   auto s = std::make_unique<ContextState>();
   s->pages.resize(groups_.attention.size());
+  s->floor.assign(groups_.attention.size(), 0);
   return Register(std::move(s));
 }
 
@@ -97,6 +98,7 @@ void Cache::ClosePages(ContextState* s) {
   for (const auto& c : s->checkpoints) drop.push_back(c.state);
   ReleasePages(drop);
   for (auto& list : s->pages) list.clear();
+  std::fill(s->floor.begin(), s->floor.end(), 0);
   s->tokens.clear();
   s->state = nullptr;
   s->state_pos = 0;
@@ -335,7 +337,7 @@ Status Cache::CheckPagesLocked() const {
         if (p == nullptr) {
           // Only a windowed group releases pages, and only those no query at size() reads.
           const size_t w = groups_.attention[g].window;
-          if (w == 0 || s->tokens.size() < w || (i + 1) * P > s->tokens.size() - w + 1)
+          if (w == 0 || (i + 1) * P > s->floor[g])
             return InternalError(who + " lacks page " + std::to_string(i) + " of group " + std::to_string(g));
           continue;
         }
@@ -343,6 +345,13 @@ Status Cache::CheckPagesLocked() const {
           return InternalError(who + " holds a page of the wrong kind in group " + std::to_string(g));
         ++holders[p];
       }
+    }
+    for (size_t g = 0; g < s->floor.size(); ++g) {
+      const size_t w = groups_.attention[g].window;
+      // Only a windowed group has a floor, and never past what a query at size() reads.
+      if ((w == 0 && s->floor[g] != 0) || (w != 0 && s->tokens.size() >= w && s->floor[g] > s->tokens.size() - w + 1) ||
+          (w != 0 && s->tokens.size() < w && s->floor[g] != 0))
+        return InternalError(who + ": floor " + std::to_string(s->floor[g]) + " of group " + std::to_string(g));
     }
     if (s->state_pos > s->tokens.size()) return InternalError(who + ": state past its positions");
     if (s->state_pos > 0 && s->state == nullptr) return InternalError(who + ": consumed positions without a state");

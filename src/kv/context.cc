@@ -146,7 +146,7 @@ Result<LayerSlot> CheckRowArgs(const ContextState* s, size_t pos, uint32_t layer
   if (len != layout.row_elems())
     return InvalidArgumentError("row of " + std::to_string(len) + " values; layout wants " +
                                 std::to_string(layout.row_elems()));
-  if (s->pages[slot.group][pos / layout.page_tokens] == nullptr)
+  if (pos < s->floor[slot.group])
     return FailedPreconditionError("position " + std::to_string(pos) + " of layer " + std::to_string(layer) +
                                    " is outside its window and was released");
   return slot;
@@ -190,6 +190,7 @@ void Context::DropTail(ContextState* s, size_t n) {
     s->cache->ReleasePages(drop);
     list.resize(keep);
   }
+  if (n == 0) std::fill(s->floor.begin(), s->floor.end(), 0);
   s->tokens.resize(n);
   std::vector<Page*> drop;
   while (!s->checkpoints.empty() && s->checkpoints.back().pos > n) {
@@ -206,18 +207,15 @@ Status Context::Rollback(size_t n) {
   if (n > s_->tokens.size())
     return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " +
                            std::to_string(s_->tokens.size()));
-  const KvLayout& layout = s_->cache->layout();
   const StateGroups& groups = s_->cache->groups();
-  const size_t P = layout.page_tokens;
   // 1. Windows: a query at n reads keys [n - w + 1, n); their pages must still be held.
   for (size_t g = 0; g < groups.attention.size(); ++g) {
     const size_t w = groups.attention[g].window;
     if (w == 0 || n == 0) continue;
     const size_t first = n >= w ? n - w + 1 : 0;
-    for (size_t i = first / P; i <= (n - 1) / P; ++i)
-      if (s_->pages[g][i] == nullptr)
-        return FailedPreconditionError("cannot roll back to position " + std::to_string(n) + ": the window of " +
-                                       std::to_string(w) + " positions before it was released");
+    if (first < s_->floor[g])
+      return FailedPreconditionError("cannot roll back to position " + std::to_string(n) + ": the window of " +
+                                     std::to_string(w) + " positions before it was released");
   }
   // 2. The recurrent state: unchanged when it has not consumed past n, else a checkpoint at exactly n.
   Page* restore = nullptr;
@@ -316,6 +314,7 @@ void Context::TrimWindows() {
     if (w == 0 || n < w) continue;
     // A query at n reads keys from n - w + 1: pages wholly before it go.
     const size_t first_needed_page = (n - w + 1) / P;
+    s_->floor[g] = std::max(s_->floor[g], first_needed_page * P);
     std::vector<Page*> drop;
     for (size_t i = 0; i < first_needed_page; ++i)
       if (s_->pages[g][i] != nullptr) {
@@ -333,6 +332,7 @@ Context Context::Fork() const {
   {
     std::shared_lock l(s_->mu);
     child->pages = s_->pages;
+    child->floor = s_->floor;
     child->tokens = s_->tokens;
     child->state = s_->state;
     child->state_pos = s_->state_pos;

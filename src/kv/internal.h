@@ -44,6 +44,10 @@ struct ContextState {
   // GUARDED_BY(mu): [attention group][page]; each list holds ceil(tokens.size() / page_tokens) entries,
   // null where a windowed group released a page that no later query can read.
   std::vector<std::vector<Page*>> pages;
+  // GUARDED_BY(mu): [attention group] the first position whose rows are held. Below it a windowed group
+  // released the pages (TrimWindows) or never had the rows (a restore stores the window only); 0 for a
+  // full-attention group.
+  std::vector<size_t> floor;
   std::vector<int32_t> tokens;  // GUARDED_BY(mu); one token id per position
   // GUARDED_BY(mu). The live recurrent slot: the state after the first state_pos positions (null while
   // state_pos == 0: the zero state). state_pos <= tokens.size(); positions past it are appended but not

@@ -67,7 +67,7 @@ struct RefContext {
   Bytes state;               // the live slot (all zero: the zero state)
   size_t state_pos = 0;
   std::vector<RefCheckpoint> checkpoints;
-  size_t trimmed_pages = 0;  // leading pages the windowed group released
+  size_t floor = 0;  // the windowed layer's first held position
 };
 
 struct RefEntry {
@@ -75,7 +75,7 @@ struct RefEntry {
   std::vector<Values> values;
   bool pinned = false;
   uint64_t tick = 0;
-  size_t trimmed_pages = 0;
+  size_t floor = 0;
 };
 
 // A checkpoint owned by a tree node: the state after exactly `tokens`.
@@ -158,12 +158,12 @@ class Harness {
     r.state.assign(StateBytes(), 0);
     return r;
   }
-  bool Released(const RefContext& r, size_t pos) const { return hybrid_ && pos / layout_.page_tokens < r.trimmed_pages; }
-  // Whether a context with these released pages holds what a query at n reads in the windowed layer.
-  bool WindowHeld(size_t trimmed_pages, size_t n) const {
+  bool Released(const RefContext& r, size_t pos) const { return hybrid_ && pos < r.floor; }
+  // Whether a context whose windowed layer holds positions from `floor` holds what a query at n reads.
+  bool WindowHeld(size_t floor, size_t n) const {
     if (!hybrid_ || n == 0) return true;
     const size_t first = n >= kWindow ? n - kWindow + 1 : 0;
-    return first / layout_.page_tokens >= trimmed_pages;
+    return first >= floor;
   }
 
   std::vector<int32_t> RandomTokens(size_t n) {
@@ -287,7 +287,7 @@ class Harness {
     auto& r = ref_[id];
     const size_t n = Rand(r.tokens.size() + 1);
     Status s = live_[id].Rollback(n);
-    bool allowed = WindowHeld(r.trimmed_pages, n);
+    bool allowed = WindowHeld(r.floor, n);
     auto cp = std::find_if(r.checkpoints.begin(), r.checkpoints.end(), [n](const RefCheckpoint& c) { return c.pos == n; });
     if (hybrid_ && n < r.state_pos && n != 0 && cp == r.checkpoints.end()) allowed = false;
     if (!allowed) {
@@ -300,7 +300,7 @@ class Harness {
       r.state_pos = n;
     }
     while (!r.checkpoints.empty() && r.checkpoints.back().pos > n) r.checkpoints.pop_back();
-    r.trimmed_pages = std::min(r.trimmed_pages, (n + layout_.page_tokens - 1) / layout_.page_tokens);
+    if (n == 0) r.floor = 0;
     r.tokens.resize(n);
     r.values.resize(n);
   }
@@ -336,7 +336,7 @@ class Harness {
     auto& r = ref_[id];
     live_[id].TrimWindows();
     const size_t n = r.tokens.size();
-    if (n >= kWindow) r.trimmed_pages = std::max(r.trimmed_pages, (n - kWindow + 1) / layout_.page_tokens);
+    if (n >= kWindow) r.floor = std::max(r.floor, (n - kWindow + 1) / layout_.page_tokens * layout_.page_tokens);
   }
   void OpClose() {
     last_op_ = "close";
@@ -356,7 +356,7 @@ class Harness {
       it->pinned = it->pinned || pin;
       it->tick = ++tick_;
     } else {
-      entries_.push_back({r.tokens, r.values, pin, ++tick_, r.trimmed_pages});
+      entries_.push_back({r.tokens, r.values, pin, ++tick_, r.floor});
     }
     if (hybrid_) {  // donated: the checkpoints, and the live slot when it has consumed every position
       std::vector<RefCheckpoint> donated = r.checkpoints;
@@ -413,7 +413,7 @@ class Harness {
         for (auto& x : entries_)
           if (IsPrefix(c->tokens, x.tokens) && (e == nullptr || x.tick > e->tick)) e = &x;
         ASSERT_NE(e, nullptr) << "a checkpoint outlived every entry below it";
-        if (!WindowHeld(e->trimmed_pages, c->tokens.size())) continue;
+        if (!WindowHeld(e->floor, c->tokens.size())) continue;
         cp = c;
         best = e;
         break;
@@ -426,7 +426,7 @@ class Harness {
         cp->tick = ++tick_;
         r.state = cp->state;
         r.state_pos = best_len;
-        r.trimmed_pages = best->trimmed_pages;
+        r.floor = best->floor;
         r.tokens = cp->tokens;
         r.values.assign(best->values.begin(), best->values.begin() + static_cast<long>(best_len));
       }
@@ -461,17 +461,26 @@ class Harness {
     int id = PickLive();
     SnapshotOptions opt;
     opt.native_precision = Rand(2) == 0;
+    opt.checkpoints = Rand(2) == 0;
+    std::vector<float> logits(Rand(2) ? 0 : 1 + Rand(40));
+    for (auto& x : logits) x = static_cast<float>(Rand(1000)) / 7.0f;
+    opt.logits = logits;
     auto bytes = SnapshotToBytes(live_[id], digest_, opt);
-    if (hybrid_) {  // format version 1 holds full-attention layouts only
-      ASSERT_EQ(bytes.status().code(), StatusCode::kUnimplemented) << bytes.status().ToString();
-      return;
-    }
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    auto restored = RestoreSnapshot(*cache_, *bytes, digest_);
+    std::vector<float> got_logits = {-1.0f};
+    auto restored = RestoreSnapshot(*cache_, *bytes, digest_, &got_logits);
     SyncEvictions();
     if (!restored.ok() && Exhausted(restored.status())) return;
     ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    ASSERT_EQ(got_logits, logits);
     RefContext r = ref_[id];
+    if (hybrid_) {
+      // Version 2: the windowed layer holds its last window only, the live slot comes back, and the
+      // checkpoints when they were asked for.
+      const size_t n = r.tokens.size();
+      r.floor = n >= kWindow ? n - kWindow + 1 : 0;
+      if (!opt.checkpoints) r.checkpoints.clear();
+    }
     if (!opt.native_precision)  // through f32 and back into the cache's precision
       for (auto& v : r.values)
         for (uint32_t row = 0; row < layout_.n_layers * 2; ++row) {

@@ -124,13 +124,11 @@ PrefixTree::Node* PrefixTree::NodeAtDepth(Node* leaf, size_t depth) {
 
 bool PrefixTree::WindowsHeld(const Context& e, size_t n) const {
   const StateGroups& groups = cache_->groups();
-  const size_t P = cache_->layout().page_tokens;
   for (size_t g = 0; g < groups.attention.size(); ++g) {
     const size_t w = groups.attention[g].window;
     if (w == 0 || n == 0) continue;
     const size_t first = n >= w ? n - w + 1 : 0;
-    for (size_t i = first / P; i <= (n - 1) / P; ++i)
-      if (e.s_->pages[g][i] == nullptr) return false;
+    if (first < e.s_->floor[g]) return false;
   }
   return true;
 }

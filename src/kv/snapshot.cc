@@ -17,17 +17,11 @@
 #include "base/crc32c.h"
 #include "kv/internal.h"
 #include "kv/row_codec.h"
+#include "kv/snapshot_internal.h"
 
 namespace llamay::kv {
-namespace {
+namespace snapshot_detail {
 
-constexpr size_t kHeaderBytes = 80;
-constexpr size_t kSectionEntryBytes = 24;
-constexpr uint32_t kMaxSections = 16;
-constexpr uint32_t kSectionTokens = 1;
-constexpr uint32_t kSectionKv = 2;
-constexpr uint32_t kSectionRequired = 1;  // section flag: a reader that does not know the kind must refuse
-constexpr size_t kFlushBytes = size_t{1} << 20;
 // Restore checks the KV section's CRC a chunk at a time, just before copying the chunk out of the cache it
 // was read into: a multiple of the CRC's three-lane block (3 x 8 KiB), about the size of L1 (measured: 48
 // KiB chunks beat 192 KiB ones by a few percent; larger ones fall out of L2).
@@ -62,14 +56,6 @@ uint64_t U64(const uint8_t* p) {
   std::memcpy(&v, p, 8);
   return v;
 }
-// A validated view of a snapshot's bytes (everything but the checksum, which VerifyChecksum checks).
-struct Parsed {
-  SnapshotInfo info;
-  std::span<const uint8_t> tokens;  // int32 per position
-  std::span<const uint8_t> kv;      // [pos][layer][k|v][row] at info.precision
-  uint64_t kv_offset = 0;           // of the KV section in the file
-  uint32_t want_crc = 0;            // the trailer
-};
 
 Status ChecksumError() { return SnapError(SnapshotError::kChecksum, "checksum mismatch (damaged file)"); }
 
@@ -126,7 +112,7 @@ Status CheckGeometry(uint32_t layers, uint32_t heads, uint32_t head_dim, uint32_
   return Status::Ok();
 }
 
-Result<Parsed> Parse(std::span<const uint8_t> b) {
+Status ReadHeader(std::span<const uint8_t> b, SnapshotInfo* info, uint32_t* n_sections) {
   const size_t size = b.size();
   if (size < sizeof(kSnapshotMagic)) {
     if (std::memcmp(b.data(), kSnapshotMagic, size) == 0)
@@ -136,30 +122,45 @@ Result<Parsed> Parse(std::span<const uint8_t> b) {
   if (std::memcmp(b.data(), kSnapshotMagic, sizeof(kSnapshotMagic)) != 0)
     return SnapError(SnapshotError::kBadMagic, "not a llamay snapshot (bad magic)");
   if (size < 12) return SnapError(SnapshotError::kTruncated, "ends inside the header");
-  Parsed out;
-  SnapshotInfo& in = out.info;
+  SnapshotInfo& in = *info;
   in.version = U32(&b[8]);
-  if (in.version != kSnapshotVersion)
+  if (in.version != 1 && in.version != kSnapshotVersion)
     return SnapError(SnapshotError::kUnsupportedVersion,
-                     "format version " + std::to_string(in.version) + "; this build reads version " +
+                     "format version " + std::to_string(in.version) + "; this build reads versions 1 to " +
                          std::to_string(kSnapshotVersion));
   if (size < kHeaderBytes) return SnapError(SnapshotError::kTruncated, "ends inside the header");
   in.n_layers = U32(&b[16]);
   in.n_kv_heads = U32(&b[20]);
   in.head_dim = U32(&b[24]);
   const uint32_t precision = U32(&b[28]);
-  LLAMAY_RETURN_IF_ERROR(CheckGeometry(in.n_layers, in.n_kv_heads, in.head_dim, precision));
+  if (in.version == 1) {
+    LLAMAY_RETURN_IF_ERROR(CheckGeometry(in.n_layers, in.n_kv_heads, in.head_dim, precision));
+  } else if (precision > 2 || in.n_layers == 0 || in.n_layers > 4096) {  // the rest once the layer map is read
+    return SnapError(SnapshotError::kBadLength, "declares " + std::to_string(in.n_layers) +
+                                                    " layers at precision " + std::to_string(precision));
+  }
   in.precision = static_cast<KvPrecision>(precision);
   in.n_positions = U64(&b[32]);
   if (in.n_positions > kMaxPositions)
     return SnapError(SnapshotError::kBadLength, "declares " + std::to_string(in.n_positions) +
                                                     " positions; the limit is " + std::to_string(kMaxPositions));
-  const uint32_t n_sections = U32(&b[40]);
-  if (n_sections == 0 || n_sections > kMaxSections)
-    return SnapError(SnapshotError::kBadLength, "declares " + std::to_string(n_sections) + " sections");
+  *n_sections = U32(&b[40]);
+  if (*n_sections == 0 || *n_sections > kMaxSections)
+    return SnapError(SnapshotError::kBadLength, "declares " + std::to_string(*n_sections) + " sections");
   std::memcpy(in.weights.data(), &b[48], 32);
+  if (size < kHeaderBytes + kSectionEntryBytes * *n_sections)
+    return SnapError(SnapshotError::kTruncated, "ends inside the section table");
+  return Status::Ok();
+}
+
+Result<Parsed> Parse(std::span<const uint8_t> b) {
+  const size_t size = b.size();
+  Parsed out;
+  SnapshotInfo& in = out.info;
+  uint32_t n_sections = 0;
+  LLAMAY_RETURN_IF_ERROR(ReadHeader(b, &in, &n_sections));
+  if (in.version == 2) return ParseV2(b, n_sections, std::move(out));
   const size_t table_end = kHeaderBytes + kSectionEntryBytes * n_sections;
-  if (size < table_end) return SnapError(SnapshotError::kTruncated, "ends inside the section table");
 
   // Every length is derived from the geometry; nothing trusts a size it has not recomputed.
   const uint64_t tokens_bytes = in.n_positions * 4;
@@ -220,34 +221,22 @@ Result<Parsed> Parse(std::span<const uint8_t> b) {
   return out;
 }
 
-}  // namespace
-
-// Format version 1 holds a pure-attention layout: every layer full attention, one page list.
-static bool OneFullGroup(const Cache& cache) {
+bool OneFullGroup(const Cache& cache) {
   const StateGroups& g = cache.groups();
   return !g.has_recurrent() && g.attention.size() == 1 && g.attention[0].window == 0;
 }
 
-// Reaches into Context and Cache internals (friend of both).
-class SnapshotCodec {
- public:
-  static Status Write(const Context& ctx, const Digest& weights, ByteSink& sink, const SnapshotOptions& opt);
-  static Result<Context> Restore(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights);
+}  // namespace snapshot_detail
 
- private:
-  // True when `pages` more pages fit the cache's budget (and arena) without evicting a tree entry.
-  static bool RoomWithoutEviction(Cache& cache, size_t pages);
-};
+using namespace snapshot_detail;  // NOLINT: this file's own helpers
 
 Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink& sink,
                             const SnapshotOptions& opt) {
   if (!ctx.valid()) return InvalidArgumentError("snapshot: empty context handle");
   const internal::ContextState* s = ctx.s_;
   const KvLayout& layout = s->cache->layout();
-  if (!OneFullGroup(*s->cache))
-    return UnimplementedError("snapshot: format version " + std::to_string(kSnapshotVersion) +
-                              " holds full-attention layers only; this layout (" + layout.ToString() +
-                              ") has recurrent or windowed layers");
+  // Version 1 is written whenever it can hold everything (so such files read in older builds too).
+  if (!OneFullGroup(*s->cache) || opt.checkpoints || !opt.logits.empty()) return WriteV2(ctx, weights, sink, opt);
   const KvPrecision disk = opt.native_precision ? layout.precision : KvPrecision::kF32;
   const uint32_t elems = layout.row_elems();
   const size_t disk_row = RowBytes(disk, elems);
@@ -275,7 +264,7 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
   auto put32 = [&](uint32_t v) { put(&v, 4); };
   auto put64 = [&](uint64_t v) { put(&v, 8); };
   put(kSnapshotMagic, 8);
-  put32(kSnapshotVersion);
+  put32(1);
   put32(0);  // flags
   put32(layout.n_layers);
   put32(layout.n_kv_heads);
@@ -334,8 +323,11 @@ bool SnapshotCodec::RoomWithoutEviction(Cache& cache, size_t pages) {
 // Otherwise it checks the whole CRC first (a damaged digest or geometry field must read as damage, and a
 // damaged file must not evict anything), then copies. (Room is checked before allocating: an allocation by
 // another thread in between can still make this one evict, as it could any allocation.)
-Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights) {
+Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights,
+                                       std::vector<float>* logits) {
   LLAMAY_ASSIGN_OR_RETURN(Parsed p, Parse(bytes));
+  if (p.info.version == 2) return RestoreV2(cache, bytes, p, weights, logits);
+  if (logits != nullptr) logits->clear();
   const SnapshotInfo& in = p.info;
   const KvLayout& layout = cache.layout();
   const bool same_model = in.weights == weights;
@@ -465,8 +457,9 @@ Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes) {
   return p.info;
 }
 
-Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights) {
-  return SnapshotCodec::Restore(cache, bytes, weights);
+Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights,
+                                std::vector<float>* logits) {
+  return SnapshotCodec::Restore(cache, bytes, weights, logits);
 }
 
 // The file is mapped rather than read: the page cache's pages are mapped in one call (MAP_POPULATE), where
@@ -474,7 +467,8 @@ Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, co
 // restore's time). Anything the mapping cannot serve (errors included) goes through ReadFile, which reports
 // them. Like any reader of a mapped file, a restore racing a truncation of the same file in place would
 // fault; snapshots are only ever replaced by rename (SaveSnapshot), which leaves a mapped file intact.
-Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights) {
+Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights,
+                             std::vector<float>* logits) {
 #if defined(MAP_POPULATE)
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -487,7 +481,7 @@ Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest
     }
     ::close(fd);
     if (map != MAP_FAILED) {
-      auto r = RestoreSnapshot(cache, std::span(static_cast<const uint8_t*>(map), size), weights);
+      auto r = RestoreSnapshot(cache, std::span(static_cast<const uint8_t*>(map), size), weights, logits);
       ::munmap(map, size);
       if (!r.ok()) return r.status().WithContext(path);
       return r;
@@ -495,7 +489,7 @@ Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest
   }
 #endif
   LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(path));
-  auto r = RestoreSnapshot(cache, bytes, weights);
+  auto r = RestoreSnapshot(cache, bytes, weights, logits);
   if (!r.ok()) return r.status().WithContext(path);
   return r;
 }

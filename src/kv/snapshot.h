@@ -8,6 +8,12 @@
 //                      and in later versions more kinds, which older readers skip unless marked required
 //   trailer:           CRC32C of every byte before it
 //
+// Version 2 (hybrid and windowed layouts, and whatever asks for checkpoints or logits) adds a LAYOUT
+// section (every layer's kind and window: part of the model's identity), stores the KV of each attention
+// group for the positions a restore needs (a windowed group: its last window only), the live recurrent
+// state, optionally the context's checkpoints and the next token's logits. A snapshot that version 1 can
+// hold is still written as version 1; both versions load.
+//
 // Restore refuses, each with its own SnapshotError (Status::detail()), checked in this order: bad magic,
 // unsupported version, impossible or oversized declared lengths (more than kMaxPositions positions is
 // refused by name; every length is checked against the geometry before anything is allocated),
@@ -32,7 +38,7 @@
 
 namespace llamay::kv {
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr uint32_t kSnapshotVersion = 2;  // the newest this build reads and writes
 inline constexpr char kSnapshotMagic[8] = {'L', 'L', 'A', 'M', 'A', 'Y', 'C', 'X'};
 
 enum class SnapshotError : int {
@@ -53,6 +59,12 @@ struct SnapshotOptions {
   // false: values are written as f32 (a snapshot outlives the settings that produced it).
   // true: the cache's own precision, so a q8_0 cache does not quadruple on disk.
   bool native_precision = false;
+  // Recurrent layouts: also store the context's checkpoints, so the restored context can roll back to
+  // them (version 2).
+  bool checkpoints = false;
+  // The logits of the next token (after the last position), stored so that a restored context samples
+  // its first token without a forward pass (version 2). Empty: none.
+  std::span<const float> logits = {};
 };
 
 // What a snapshot's header says; Inspect verifies the checksum too.
@@ -64,6 +76,13 @@ struct SnapshotInfo {
   Digest weights{};
   std::vector<int32_t> tokens;
   uint64_t file_bytes = 0;
+  // Version 2: the layer map (empty specs: every layer full attention), the recurrent state's position,
+  // how many checkpoints and logits the file carries.
+  std::vector<LayerSpec> layer_specs;
+  uint64_t recurrent_layer_bytes = 0;
+  uint64_t state_position = 0;
+  uint64_t n_checkpoints = 0;
+  uint64_t n_logits = 0;
 };
 
 Status WriteSnapshot(const Context& ctx, const Digest& weights, ByteSink& sink,
@@ -79,8 +98,13 @@ Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes);
 // the pages fit without evicting anything, the KV section's checksum is verified while it is copied into
 // them (one pass over the bytes) and a mismatch releases them before the refusal; otherwise (and whenever
 // the digest or geometry differ) the whole checksum is verified before any page is allocated.
-Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights);
-Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights);
+// Version 2: a layer map other than the cache's is refused as another model's (kWrongModel); the whole
+// checksum is verified before anything is allocated. `logits` (optional) receives the stored next-token
+// logits, or is cleared when the file has none.
+Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights,
+                                std::vector<float>* logits = nullptr);
+Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights,
+                             std::vector<float>* logits = nullptr);
 
 }  // namespace llamay::kv
 

@@ -1,0 +1,82 @@
+// Internal to the snapshot codec (snapshot.cc: version 1 and the shared parts; snapshot_v2.cc: version 2).
+// Not part of the library's interface. docs/snapshot-format.md gives the byte layout of both versions.
+#ifndef LLAMAY_KV_SNAPSHOT_INTERNAL_H_
+#define LLAMAY_KV_SNAPSHOT_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/digest.h"
+#include "base/file.h"
+#include "base/status.h"
+#include "kv/cache.h"
+#include "kv/context.h"
+#include "kv/snapshot.h"
+
+namespace llamay::kv {
+namespace snapshot_detail {
+
+inline constexpr size_t kHeaderBytes = 80;
+inline constexpr size_t kSectionEntryBytes = 24;
+inline constexpr uint32_t kMaxSections = 16;
+inline constexpr uint32_t kSectionTokens = 1;
+inline constexpr uint32_t kSectionKv = 2;
+inline constexpr uint32_t kSectionLayout = 3;       // version 2, required
+inline constexpr uint32_t kSectionState = 4;        // version 2, required where the layout has recurrent layers
+inline constexpr uint32_t kSectionCheckpoints = 5;  // version 2, optional
+inline constexpr uint32_t kSectionLogits = 6;       // version 2, optional
+inline constexpr uint32_t kSectionRequired = 1;     // section flag: a reader that does not know the kind must refuse
+inline constexpr size_t kFlushBytes = size_t{1} << 20;
+inline constexpr uint64_t kMaxLogits = uint64_t{1} << 24;
+
+// A validated view of a snapshot's bytes (everything but the checksum, which VerifyChecksum checks).
+struct Parsed {
+  SnapshotInfo info;
+  std::span<const uint8_t> tokens;  // int32 per position
+  std::span<const uint8_t> kv;      // v1: [pos][layer][k|v][row]; v2: per attention group, see the format doc
+  uint64_t kv_offset = 0;           // of the KV section in the file
+  uint32_t want_crc = 0;            // the trailer
+  // Version 2.
+  std::span<const uint8_t> state;        // u64 state position, then the slot's bytes (empty: no section)
+  std::span<const uint8_t> checkpoints;  // u64 count, then count x (u64 position, the slot's bytes)
+  std::span<const uint8_t> logits;       // u64 count, then count f32
+};
+
+Status SnapError(SnapshotError e, std::string msg);
+uint32_t U32(const uint8_t* p);
+uint64_t U64(const uint8_t* p);
+Status ChecksumError();
+Status VerifyChecksum(std::span<const uint8_t> b, const Parsed& p);
+// Version 1 holds a pure-attention layout: every layer full attention, one page list.
+bool OneFullGroup(const Cache& cache);
+// Both versions; ParseV2 (snapshot_v2.cc) after the common header. `out` holds the header already.
+Result<Parsed> Parse(std::span<const uint8_t> b);
+Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed out);
+// The layout a version 2 file describes (page size and precision left at their defaults).
+KvLayout FileLayout(const SnapshotInfo& in);
+// The first position a version 2 file stores for attention group `g` of a context of n positions.
+uint64_t FirstStored(const LayerGroup& g, uint64_t n);
+
+}  // namespace snapshot_detail
+
+// Reaches into Context and Cache internals (friend of both).
+class SnapshotCodec {
+ public:
+  static Status Write(const Context& ctx, const Digest& weights, ByteSink& sink, const SnapshotOptions& opt);
+  static Result<Context> Restore(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights,
+                                 std::vector<float>* logits);
+
+ private:
+  static Status WriteV2(const Context& ctx, const Digest& weights, ByteSink& sink, const SnapshotOptions& opt);
+  static Result<Context> RestoreV2(Cache& cache, std::span<const uint8_t> bytes, const snapshot_detail::Parsed& p,
+                                   const Digest& weights, std::vector<float>* logits);
+  // True when `pages` more pages fit the cache's budget (and arena) without evicting a tree entry.
+  static bool RoomWithoutEviction(Cache& cache, size_t pages);
+};
+
+}  // namespace llamay::kv
+
+#endif  // LLAMAY_KV_SNAPSHOT_INTERNAL_H_

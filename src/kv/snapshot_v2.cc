@@ -1,0 +1,378 @@
+// Snapshot format version 2: layer map, per-group KV, recurrent state, checkpoints, logits.
+// docs/snapshot-format.md gives the byte layout; snapshot.cc holds version 1 and the shared parts.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+#include "base/crc32c.h"
+#include "kv/internal.h"
+#include "kv/row_codec.h"
+#include "kv/snapshot_internal.h"
+
+namespace llamay::kv {
+namespace snapshot_detail {
+
+uint64_t FirstStored(const LayerGroup& g, uint64_t n) {
+  // A query at position n reads keys from n - window + 1: nothing before it is needed.
+  return g.window != 0 && n >= g.window ? n - g.window + 1 : 0;
+}
+
+KvLayout FileLayout(const SnapshotInfo& in) {
+  KvLayout l;
+  l.n_layers = in.n_layers;
+  l.n_kv_heads = in.n_kv_heads;
+  l.head_dim = in.head_dim;
+  l.precision = in.precision;
+  l.layer_specs = in.layer_specs;
+  l.recurrent_layer_bytes = in.recurrent_layer_bytes;
+  return l;
+}
+
+namespace {
+
+struct Section {
+  uint32_t kind = 0, flags = 0;
+  uint64_t offset = 0, size = 0;
+};
+
+// The LAYOUT section: [n_layers] x {u32 kind, u32 window}, then u64 recurrent_layer_bytes.
+Status ReadLayerMap(std::span<const uint8_t> sec, SnapshotInfo* in) {
+  if (sec.size() != 8 * uint64_t{in->n_layers} + 8)
+    return SnapError(SnapshotError::kBadLength, "layout section of " + std::to_string(sec.size()) + " bytes for " +
+                                                    std::to_string(in->n_layers) + " layers");
+  bool any_recurrent = false, any_attention = false;
+  for (uint32_t l = 0; l < in->n_layers; ++l) {
+    const uint32_t kind = U32(&sec[8 * l]), window = U32(&sec[8 * l + 4]);
+    if (kind > 1 || (kind == 1 && window != 0) || window > kMaxPositions)
+      return SnapError(SnapshotError::kBadLength, "layer " + std::to_string(l) + " of unknown kind " +
+                                                      std::to_string(kind) + " or window " + std::to_string(window));
+    in->layer_specs.push_back({kind == 1 ? LayerKind::kRecurrent : LayerKind::kAttention, window});
+    (kind == 1 ? any_recurrent : any_attention) = true;
+  }
+  in->recurrent_layer_bytes = U64(&sec[8 * uint64_t{in->n_layers}]);
+  if (any_recurrent != (in->recurrent_layer_bytes != 0) || in->recurrent_layer_bytes > (uint64_t{1} << 30))
+    return SnapError(SnapshotError::kBadLength,
+                     "recurrent state of " + std::to_string(in->recurrent_layer_bytes) + " bytes per layer");
+  if (any_attention) {
+    const uint32_t heads = in->n_kv_heads, dim = in->head_dim;
+    if (heads == 0 || heads > 4096 || dim == 0 || dim > 65536 ||
+        (in->precision == KvPrecision::kQ8_0 && (heads * dim) % 32 != 0))
+      return SnapError(SnapshotError::kBadLength,
+                       "attention rows of " + std::to_string(heads) + " x " + std::to_string(dim));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed out) {
+  SnapshotInfo& in = out.info;
+  const uint64_t size = b.size();
+  const size_t table_end = kHeaderBytes + kSectionEntryBytes * n_sections;
+  // 1. The table: contiguous sections, each kind once; unknown required kinds refused.
+  std::vector<Section> secs;
+  uint64_t offset = table_end;
+  const Section* layout = nullptr;
+  for (uint32_t i = 0; i < n_sections; ++i) {
+    const uint8_t* e = &b[kHeaderBytes + kSectionEntryBytes * i];
+    Section s{U32(e), U32(e + 4), U64(e + 8), U64(e + 16)};
+    if (s.offset != offset)
+      return SnapError(SnapshotError::kBadLength, "section " + std::to_string(i) + " at offset " +
+                                                      std::to_string(s.offset) + ", expected " + std::to_string(offset));
+    if (s.size > (uint64_t{1} << 56))
+      return SnapError(SnapshotError::kBadLength, "section " + std::to_string(i) + " declares " +
+                                                      std::to_string(s.size) + " bytes");
+    for (const Section& o : secs)
+      if (o.kind == s.kind) return SnapError(SnapshotError::kBadLength, "section kind " + std::to_string(s.kind) + " twice");
+    if (s.kind > kSectionLogits && (s.flags & kSectionRequired))
+      return SnapError(SnapshotError::kUnsupportedVersion,
+                       "requires section kind " + std::to_string(s.kind) + ", unknown to this build");
+    offset += s.size;
+    secs.push_back(s);
+  }
+  const uint64_t total = offset + 4;
+  for (const Section& s : secs)
+    if (s.kind == kSectionLayout) layout = &s;
+  if (layout == nullptr) return SnapError(SnapshotError::kBadLength, "version 2 without a layout section");
+  if (layout->size != 8 * uint64_t{in.n_layers} + 8)
+    return SnapError(SnapshotError::kBadLength, "layout section of " + std::to_string(layout->size) + " bytes");
+  if (size < layout->offset + layout->size) return SnapError(SnapshotError::kTruncated, "ends inside the layout");
+  // 2. The layer map, then every length recomputed from it.
+  LLAMAY_RETURN_IF_ERROR(ReadLayerMap(b.subspan(layout->offset, layout->size), &in));
+  const KvLayout fl = FileLayout(in);
+  const StateGroups groups = fl.Groups();
+  const uint64_t n = in.n_positions;
+  const uint64_t disk_row = fl.n_attention_layers() ? RowBytes(in.precision, fl.row_elems()) : 0;
+  uint64_t kv_bytes = 0;
+  for (const LayerGroup& g : groups.attention) kv_bytes += (n - FirstStored(g, n)) * g.layers.size() * 2 * disk_row;
+  const uint64_t slot = fl.recurrent_bytes();
+  bool have_tokens = false, have_kv = false, have_state = false;
+  for (const Section& s : secs) {
+    auto want = [&](uint64_t bytes, const char* what) -> Status {
+      if (s.size == bytes) return Status::Ok();
+      return SnapError(SnapshotError::kBadLength, std::string(what) + " section of " + std::to_string(s.size) +
+                                                      " bytes; the header implies " + std::to_string(bytes));
+    };
+    switch (s.kind) {
+      case kSectionTokens:
+        LLAMAY_RETURN_IF_ERROR(want(4 * n, "tokens"));
+        have_tokens = true;
+        break;
+      case kSectionKv:
+        LLAMAY_RETURN_IF_ERROR(want(kv_bytes, "KV"));
+        have_kv = true;
+        break;
+      case kSectionState:
+        if (slot == 0) return SnapError(SnapshotError::kBadLength, "a recurrent state without recurrent layers");
+        LLAMAY_RETURN_IF_ERROR(want(8 + slot, "state"));
+        have_state = true;
+        break;
+      case kSectionCheckpoints:
+        if (slot == 0 || s.size < 8 || (s.size - 8) % (8 + slot) != 0 || (s.size - 8) / (8 + slot) > n)
+          return SnapError(SnapshotError::kBadLength, "checkpoints section of " + std::to_string(s.size) + " bytes");
+        break;
+      case kSectionLogits:
+        if (s.size < 8 || (s.size - 8) % 4 != 0 || (s.size - 8) / 4 > kMaxLogits)
+          return SnapError(SnapshotError::kBadLength, "logits section of " + std::to_string(s.size) + " bytes");
+        break;
+      default: break;
+    }
+  }
+  if (!have_tokens || !have_kv || have_state != (slot != 0))
+    return SnapError(SnapshotError::kBadLength, "missing the tokens, KV or state section");
+  // 3. Whole file present, nothing after the checksum.
+  if (size < total)
+    return SnapError(SnapshotError::kTruncated, std::to_string(size) + " bytes; the header declares " + std::to_string(total));
+  if (size > total) return SnapError(SnapshotError::kBadLength, std::to_string(size - total) + " bytes after the checksum");
+  out.want_crc = U32(&b[total - 4]);
+  in.file_bytes = total;
+  for (const Section& s : secs) {
+    const auto bytes = b.subspan(s.offset, s.size);
+    if (s.kind == kSectionTokens) out.tokens = bytes;
+    if (s.kind == kSectionKv) {
+      out.kv = bytes;
+      out.kv_offset = s.offset;
+    }
+    if (s.kind == kSectionState) out.state = bytes;
+    if (s.kind == kSectionCheckpoints) out.checkpoints = bytes;
+    if (s.kind == kSectionLogits) out.logits = bytes;
+  }
+  // 4. Counts inside the sections agree with their sizes.
+  if (!out.state.empty()) {
+    in.state_position = U64(out.state.data());
+    if (in.state_position > n) return SnapError(SnapshotError::kBadLength, "state past the positions");
+  }
+  if (!out.checkpoints.empty()) {
+    in.n_checkpoints = U64(out.checkpoints.data());
+    if (in.n_checkpoints != (out.checkpoints.size() - 8) / (8 + slot))
+      return SnapError(SnapshotError::kBadLength, "checkpoint count disagrees with its section");
+  }
+  if (!out.logits.empty()) {
+    in.n_logits = U64(out.logits.data());
+    if (in.n_logits != (out.logits.size() - 8) / 4)
+      return SnapError(SnapshotError::kBadLength, "logit count disagrees with its section");
+  }
+  return out;
+}
+
+}  // namespace snapshot_detail
+
+using namespace snapshot_detail;  // NOLINT: this codec's own helpers
+
+Status SnapshotCodec::WriteV2(const Context& ctx, const Digest& weights, ByteSink& sink, const SnapshotOptions& opt) {
+  const internal::ContextState* s = ctx.s_;
+  const KvLayout& layout = s->cache->layout();
+  const StateGroups& groups = s->cache->groups();
+  const KvPrecision disk = opt.native_precision ? layout.precision : KvPrecision::kF32;
+  const uint32_t elems = layout.row_elems();
+  const size_t disk_row = groups.attention.empty() ? 0 : RowBytes(disk, elems);
+  const size_t P = layout.page_tokens;
+  const uint64_t slot = layout.recurrent_bytes();
+  std::shared_lock l(s->mu);
+  const uint64_t n = s->tokens.size();
+
+  // 1. Section sizes.
+  uint64_t kv_bytes = 0;
+  for (const LayerGroup& g : groups.attention) kv_bytes += (n - FirstStored(g, n)) * g.layers.size() * 2 * disk_row;
+  std::vector<Section> secs;
+  auto add = [&](uint32_t kind, uint32_t flags, uint64_t bytes) { secs.push_back({kind, flags, 0, bytes}); };
+  add(kSectionTokens, 0, 4 * n);
+  add(kSectionLayout, kSectionRequired, 8 * uint64_t{layout.n_layers} + 8);
+  add(kSectionKv, 0, kv_bytes);
+  if (slot != 0) add(kSectionState, kSectionRequired, 8 + slot);
+  const bool cps = opt.checkpoints && slot != 0;
+  if (cps) add(kSectionCheckpoints, 0, 8 + s->checkpoints.size() * (8 + slot));
+  if (!opt.logits.empty()) add(kSectionLogits, 0, 8 + 4 * uint64_t{opt.logits.size()});
+  uint64_t offset = kHeaderBytes + kSectionEntryBytes * secs.size();
+  for (Section& sec : secs) {
+    sec.offset = offset;
+    offset += sec.size;
+  }
+
+  // 2. Bytes, through one buffer flushed a megabyte at a time with a running CRC.
+  std::vector<uint8_t> buf;
+  buf.reserve(kFlushBytes + 2 * layout.n_layers * disk_row + slot + 64);
+  uint32_t crc = 0;
+  auto flush = [&]() -> Status {
+    crc = Crc32cExtend(crc, buf.data(), buf.size());
+    Status st = sink.Append(buf.data(), buf.size());
+    buf.clear();
+    return st;
+  };
+  auto put = [&](const void* v, size_t len) {
+    const auto* p = static_cast<const uint8_t*>(v);
+    buf.insert(buf.end(), p, p + len);
+  };
+  auto put32 = [&](uint32_t v) { put(&v, 4); };
+  auto put64 = [&](uint64_t v) { put(&v, 8); };
+  auto maybe_flush = [&]() -> Status { return buf.size() >= kFlushBytes ? flush() : Status::Ok(); };
+  put(kSnapshotMagic, 8);
+  put32(2);
+  put32(0);  // flags
+  put32(layout.n_layers);
+  put32(layout.n_kv_heads);
+  put32(layout.head_dim);
+  put32(static_cast<uint32_t>(disk));
+  put64(n);
+  put32(static_cast<uint32_t>(secs.size()));
+  put32(0);  // reserved
+  put(weights.data(), weights.size());
+  for (const Section& sec : secs) {
+    put32(sec.kind);
+    put32(sec.flags);
+    put64(sec.offset);
+    put64(sec.size);
+  }
+  put(s->tokens.data(), 4 * n);
+  for (uint32_t i = 0; i < layout.n_layers; ++i) {
+    const LayerSpec spec = layout.spec(i);
+    put32(spec.kind == LayerKind::kRecurrent ? 1 : 0);
+    put32(spec.window);
+  }
+  put64(layout.recurrent_layer_bytes);
+  // KV: each attention group's stored positions, [pos][layer in group][k|v][row].
+  std::vector<float> scratch(elems);
+  for (size_t g = 0; g < groups.attention.size(); ++g) {
+    const uint32_t n_layers = static_cast<uint32_t>(groups.attention[g].layers.size());
+    for (uint64_t pos = FirstStored(groups.attention[g], n); pos < n; ++pos) {
+      const internal::Page* page = s->pages[g][pos / P];
+      if (page == nullptr) return InternalError("snapshot: a position the window needs was released");
+      for (uint32_t i = 0; i < n_layers; ++i)
+        for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
+          const size_t at = buf.size();
+          buf.resize(at + disk_row);
+          internal::TranscodeRow(layout.precision, page->data + layout.RowOffset(i, kind, static_cast<uint32_t>(pos % P)),
+                                 disk, elems, buf.data() + at, scratch.data());
+        }
+      LLAMAY_RETURN_IF_ERROR(maybe_flush());
+    }
+  }
+  const std::vector<uint8_t> zero_state(s->state == nullptr ? slot : 0, 0);
+  if (slot != 0) {
+    put64(s->state_pos);
+    put(s->state ? s->state->data : zero_state.data(), slot);
+  }
+  if (cps) {
+    put64(s->checkpoints.size());
+    for (const internal::Checkpoint& c : s->checkpoints) {
+      put64(c.pos);
+      put(c.state->data, slot);
+      LLAMAY_RETURN_IF_ERROR(maybe_flush());
+    }
+  }
+  if (!opt.logits.empty()) {
+    put64(opt.logits.size());
+    put(opt.logits.data(), 4 * opt.logits.size());
+  }
+  LLAMAY_RETURN_IF_ERROR(flush());
+  uint8_t trailer[4];
+  std::memcpy(trailer, &crc, 4);
+  return sink.Append(trailer, 4);
+}
+
+Result<Context> SnapshotCodec::RestoreV2(Cache& cache, std::span<const uint8_t> bytes, const Parsed& p,
+                                         const Digest& weights, std::vector<float>* logits) {
+  // 1. Damage first (the whole checksum), then identity: other weights or another layer map are another
+  //    model; the same layers with other rows do not fit this cache.
+  LLAMAY_RETURN_IF_ERROR(VerifyChecksum(bytes, p));
+  const SnapshotInfo& in = p.info;
+  if (in.weights != weights)
+    return SnapError(SnapshotError::kWrongModel, "computed by other weights (snapshot " +
+                                                     DigestHex(in.weights).substr(0, 16) + ", this model " +
+                                                     DigestHex(weights).substr(0, 16) + ")");
+  const KvLayout& layout = cache.layout();
+  const KvLayout fl = FileLayout(in);
+  bool same_map = fl.n_layers == layout.n_layers && fl.recurrent_bytes() == layout.recurrent_bytes();
+  for (uint32_t i = 0; same_map && i < fl.n_layers; ++i) same_map = fl.spec(i) == layout.spec(i);
+  if (!same_map)
+    return SnapError(SnapshotError::kWrongModel, "computed by a model with another layer map (" + fl.ToString() +
+                                                     "; this cache: " + layout.ToString() + ")");
+  if (layout.n_attention_layers() != 0 && (fl.n_kv_heads != layout.n_kv_heads || fl.head_dim != layout.head_dim))
+    return SnapError(SnapshotError::kGeometry, "attention rows of " + std::to_string(fl.n_kv_heads) + " x " +
+                                                   std::to_string(fl.head_dim) + " do not fit this cache (" +
+                                                   layout.ToString() + ")");
+  // 2. Checkpoint positions, before anything is allocated.
+  const uint64_t n = in.n_positions;
+  const uint64_t slot = layout.recurrent_bytes();
+  uint64_t last = 0;
+  for (uint64_t i = 0; i < in.n_checkpoints; ++i) {
+    const uint64_t pos = U64(&p.checkpoints[8 + i * (8 + slot)]);
+    if (pos <= last || pos > in.state_position)
+      return SnapError(SnapshotError::kBadLength, "checkpoint at " + std::to_string(pos) + " out of order");
+    last = pos;
+  }
+  // 3. Positions: zeroed pages (a windowed group's leading ones released), then the stored rows.
+  std::vector<int32_t> tokens(n);
+  if (n != 0) std::memcpy(tokens.data(), p.tokens.data(), p.tokens.size());
+  Context ctx = cache.NewContext();
+  LLAMAY_RETURN_IF_ERROR(ctx.Append(tokens));
+  internal::ContextState* s = ctx.s_;
+  const StateGroups& groups = cache.groups();
+  const size_t P = layout.page_tokens;
+  const uint32_t elems = layout.row_elems();
+  const size_t disk_row = groups.attention.empty() ? 0 : RowBytes(in.precision, elems);
+  std::vector<float> scratch(elems);
+  const uint8_t* src = p.kv.data();
+  for (size_t g = 0; g < groups.attention.size(); ++g) {
+    const uint64_t first = FirstStored(groups.attention[g], n);
+    std::vector<internal::Page*> drop;
+    for (size_t i = 0; i < first / P; ++i) {
+      drop.push_back(s->pages[g][i]);
+      s->pages[g][i] = nullptr;
+    }
+    cache.ReleasePages(drop);
+    s->floor[g] = first;
+    const uint32_t n_layers = static_cast<uint32_t>(groups.attention[g].layers.size());
+    for (uint64_t pos = first; pos < n; ++pos)
+      for (uint32_t i = 0; i < n_layers; ++i)
+        for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
+          internal::TranscodeRow(in.precision, src, layout.precision, elems,
+                                 s->pages[g][pos / P]->data + layout.RowOffset(i, kind, static_cast<uint32_t>(pos % P)),
+                                 scratch.data());
+          src += disk_row;
+        }
+  }
+  // 4. The recurrent state and the checkpoints.
+  if (slot != 0) {
+    const uint8_t* state = p.state.data() + 8;
+    if (in.state_position != 0 || std::any_of(state, state + slot, [](uint8_t b) { return b != 0; })) {
+      LLAMAY_ASSIGN_OR_RETURN(uint8_t * live, ctx.MutableState());
+      std::memcpy(live, state, slot);
+      LLAMAY_RETURN_IF_ERROR(ctx.CommitState(in.state_position));
+    }
+    for (uint64_t i = 0; i < in.n_checkpoints; ++i) {
+      const uint8_t* c = &p.checkpoints[8 + i * (8 + slot)];
+      LLAMAY_ASSIGN_OR_RETURN(internal::Page * page, cache.AllocatePage(slot, /*zero=*/false, /*state=*/true));
+      std::memcpy(page->data, c + 8, slot);
+      s->checkpoints.push_back({U64(c), page});
+    }
+  }
+  if (logits != nullptr) {
+    logits->resize(in.n_logits);
+    if (in.n_logits != 0) std::memcpy(logits->data(), p.logits.data() + 8, 4 * in.n_logits);
+  }
+  return ctx;
+}
+
+}  // namespace llamay::kv
