@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `llamay ctx build -> fork -> restore` end to end, on the built-in demo model and (when present) on
-# ../shared/ref/models/tiny-llama-f32.gguf. Checks the fork table and its measured "pages allocated 0",
+# ../shared/ref/models/tiny-llama-f32.gguf and two hybrid models (tiny-granitehybrid, tiny-mamba2). Checks the fork table and its measured "pages allocated 0",
 # --json, the exit codes (2 missing/truncated/corrupt/malformed input, 3 another model's snapshot), and
 # exactness: a restored context continues exactly as `llamay run` does on the whole prompt, whatever the
 # page size it is restored into, and a forked branch continues exactly as its source.
@@ -195,6 +195,16 @@ with her friends every day" "One day" -m "$tiny"
 else
   echo "skipped the tiny-llama part: $tiny is absent"
 fi
+
+# Hybrid models (snapshot format version 2: a recurrent state, logits stored by build): the same checks.
+for hybrid in tiny-granitehybrid-f32 tiny-mamba2-f32; do
+  if [ -f "$shared/ref/models/$hybrid.gguf" ]; then
+    check_model "$hybrid" "Once upon a time, there was a little girl named Lily. She loved to play outside in the \
+park with her friends every day" "One day" -m "$shared/ref/models/$hybrid.gguf"
+  else
+    echo "skipped the $hybrid part: it is absent"
+  fi
+done
 
 # Bad arguments and malformed models: exit 2.
 expect_rc 2 "$bin" ctx restore -m "$tmp/demo/base.llamayctx" -i "$tmp/demo/base.llamayctx" -n 1

@@ -43,6 +43,16 @@ size_t Context::n_pages() const {
   return n;
 }
 
+size_t Context::bytes() const {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  std::shared_lock l(s_->mu);
+  size_t n = s_->state ? s_->state->bytes : 0;
+  for (const auto& list : s_->pages)
+    for (const Page* p : list) n += p ? p->bytes : 0;
+  for (const auto& c : s_->checkpoints) n += c.state->bytes;
+  return n;
+}
+
 std::vector<int32_t> Context::tokens() const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);

@@ -58,7 +58,9 @@ class Context {
   // A number unique within the cache for the cache's lifetime.
   uint64_t id() const;
   size_t size() const;  // positions
-  size_t n_pages() const;
+  size_t n_pages() const;  // KV pages held, every attention group
+  // Bytes this context holds (shared or not): its KV pages, its live recurrent slot and its checkpoints.
+  size_t bytes() const;
   std::vector<int32_t> tokens() const;
   const KvLayout& layout() const;
   Cache* cache() const;

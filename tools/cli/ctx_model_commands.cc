@@ -83,10 +83,15 @@ int RunBuild(const BuildOptions& o) {
                 kExitBadInput);
   kv::Context ctx = setup->cache->NewContext();
   const auto t0 = Clock::now();
-  auto logits = Prefill(model, ctx, *ids);  // the logits are not kept: restore recomputes what it needs
+  auto logits = Prefill(model, ctx, *ids);
   if (!logits.ok()) return Fail(logits.status(), kExitFailure);
   const double prefill_s = SecondsSince(t0);
-  if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output); !s.ok()) return Fail(s, kExitFailure);
+  // A restore without new tokens needs the logits after the last position. An attention model's restore
+  // recomputes them from its last token; a recurrent state cannot step back a token, so a hybrid model's
+  // snapshot carries them.
+  kv::SnapshotOptions so;
+  if (setup->cache->groups().has_recurrent()) so.logits = *logits;
+  if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output, so); !s.ok()) return Fail(s, kExitFailure);
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.output, ec);
   const double tps = static_cast<double>(ids->size()) / std::max(prefill_s, 1e-9);
@@ -117,8 +122,11 @@ int RunFork(const ForkOptions& o) {
   auto setup = Prepare(o);
   if (!setup.ok()) return Fail(setup.status(), kExitBadInput);
   const Digest& weights = setup->m.model->weight_digest();
-  auto source = kv::LoadSnapshot(*setup->cache, o.input, weights);
+  std::vector<float> logits;  // carried to every branch (a hybrid model's snapshot holds them)
+  auto source = kv::LoadSnapshot(*setup->cache, o.input, weights, &logits);
   if (!source.ok()) return FailSnapshot(o.input, source.status());
+  kv::SnapshotOptions so;
+  so.logits = logits;
 
   std::vector<kv::Context> branches;
   const ForkReport report = MeasureFork(*source, o.branches, o.input, &branches);
@@ -130,7 +138,7 @@ int RunFork(const ForkOptions& o) {
   for (size_t k = 0; k < branches.size(); ++k) {
     files.push_back((std::filesystem::path(o.output_dir) / ("branch-" + std::to_string(k + 1) + ".llamayctx"))
                         .string());
-    if (Status s = kv::SaveSnapshot(branches[k], weights, files.back()); !s.ok()) return Fail(s, kExitFailure);
+    if (Status s = kv::SaveSnapshot(branches[k], weights, files.back(), so); !s.ok()) return Fail(s, kExitFailure);
   }
   if (o.json) {
     nlohmann::json j = ForkReportJson(report);
@@ -156,7 +164,8 @@ int RunRestore(const RestoreOptions& o) {
   const tokenizer::Tokenizer& tok = *setup->m.tokenizer;
 
   const auto t0 = Clock::now();
-  auto ctx = kv::LoadSnapshot(*setup->cache, o.input, model.weight_digest());
+  std::vector<float> stored_logits;
+  auto ctx = kv::LoadSnapshot(*setup->cache, o.input, model.weight_digest(), &stored_logits);
   if (!ctx.ok()) return FailSnapshot(o.input, ctx.status());
   const double restore_s = SecondsSince(t0);
   const size_t restored = ctx->size();
@@ -168,20 +177,24 @@ int RunRestore(const RestoreOptions& o) {
     if (!ids.ok()) return Fail(ids.status(), kExitBadInput);
     run = std::move(*ids);
   }
-  if (run.empty()) {
-    // No new tokens: the logits after the last stored position are needed, and a snapshot holds none.
+  const bool have_logits = run.empty() && stored_logits.size() == model.hparams().n_vocab;
+  if (run.empty() && !have_logits) {
+    // No new tokens and no stored logits: the last stored token runs again to get them.
     if (restored == 0)
       return Fail(InvalidArgumentError(o.input + " holds no tokens and -p gives none: nothing to continue"),
                   kExitBadInput);
     run.push_back(ctx->tokens().back());
-    if (Status s = ctx->Rollback(restored - 1); !s.ok()) return Fail(s, kExitFailure);
+    if (Status s = ctx->Rollback(restored - 1); !s.ok())
+      return Fail(FailedPreconditionError(o.input + " holds no logits and its last token cannot be run again (" +
+                                          s.message() + "); continue it with -p"),
+                  kExitBadInput);
   }
   const size_t reused = ctx->size();
   std::vector<int32_t> history = ctx->tokens();
   history.insert(history.end(), run.begin(), run.end());
 
   const auto t1 = Clock::now();
-  auto logits = Prefill(model, *ctx, run);
+  auto logits = have_logits ? Result<std::vector<float>>(std::move(stored_logits)) : Prefill(model, *ctx, run);
   if (!logits.ok()) return Fail(logits.status(), kExitFailure);
   const double prefill_s = SecondsSince(t1);
   std::string text;

@@ -15,6 +15,7 @@ ForkReport MeasureFork(const kv::Context& source, size_t n, std::string label, s
   r.source = std::move(label);
   r.tokens = source.size();
   r.pages = source.n_pages();
+  r.source_bytes = source.bytes();
   r.branches = n;
   const kv::CacheStats before = cache.Stats();
   const auto t0 = std::chrono::steady_clock::now();

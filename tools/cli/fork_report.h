@@ -30,9 +30,10 @@ struct ForkReport {
   uint64_t pages_allocated = 0;  // pages the cache allocated during the fork
   size_t pages_live_before = 0, pages_live_after = 0;
   size_t page_bytes = 0;
+  size_t source_bytes = 0;  // what the source holds: KV pages, and a hybrid model's recurrent state
 
   size_t pages_a_copy_would_need() const { return pages * branches; }
-  uint64_t bytes_held() const { return uint64_t{pages} * page_bytes; }
+  uint64_t bytes_held() const { return source_bytes; }
   uint64_t bytes_a_copy_would_hold() const { return bytes_held() * branches; }
 };
 
