@@ -80,9 +80,22 @@ void CheckParams(const KvPageGeometry& geo, const AttentionParams& p) {
   LLAMAY_CHECK(p.n_head > 0 && p.n_kv_heads > 0 && p.n_head % p.n_kv_heads == 0)
       << "n_head " << p.n_head << " is not a multiple of n_kv_heads " << p.n_kv_heads;
   LLAMAY_CHECK(p.head_dim > 0 && geo.page_tokens > 0) << "bad attention shape";
+  LLAMAY_CHECK(p.window >= 0) << "negative attention window " << p.window;
   LLAMAY_CHECK(p.kv_type == TensorType::kF32 || p.kv_type == TensorType::kF16 ||
                p.kv_type == TensorType::kQ8_0)
       << "unsupported KV type " << TensorTypeName(p.kv_type);
+}
+
+// The first position a query at `pos` sees: pos - window + 1 (at least 0) with a window, else 0.
+int64_t VisibleFrom(int64_t pos, const AttentionParams& p) {
+  return p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+}
+
+// The first position any query of `sq` sees. REQUIRES: sq.n_q > 0.
+int64_t FirstVisible(const AttentionSeq& sq, const AttentionParams& p) {
+  int64_t lo = VisibleFrom(sq.positions[0], p);
+  for (int64_t i = 1; i < sq.n_q; ++i) lo = std::min(lo, VisibleFrom(sq.positions[i], p));
+  return lo;
 }
 
 // One query of the call.
@@ -107,27 +120,32 @@ struct Plan {
 
 // Orders the queries so that a tile holds neighbouring positions of sequences likely to share pages, and
 // cuts them into tiles.
-Plan MakePlan(std::span<const AttentionSeq> seqs, const AttentionParams& p) {
+Plan MakePlan(std::span<const AttentionSeq> seqs, const KvPageGeometry& geo, const AttentionParams& p) {
   const int group = p.n_head / p.n_kv_heads;
   const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
   Plan plan;
+  std::vector<const uint8_t*> keys(seqs.size(), nullptr);  // [seq]: its first visible page (null: no queries)
   for (size_t s = 0; s < seqs.size(); ++s) {
     const AttentionSeq& sq = seqs[s];
     if (sq.n_q <= 0) continue;
     LLAMAY_CHECK(sq.pages != nullptr && sq.positions != nullptr && sq.q != nullptr && sq.out != nullptr)
         << "attention sequence " << s << " lacks an array";
+    for (int64_t i = 0; i < sq.n_q; ++i) LLAMAY_CHECK(sq.positions[i] >= 0) << "negative query position";
+    // Sequences that hold the same first visible page (page 0 without a window) are likely forks sharing
+    // their pages: they go to the same tiles. Pages wholly before the window may be null (released) and
+    // are never read, not even to compare them.
+    const uint8_t* key = sq.pages[FirstVisible(sq, p) / geo.page_tokens];
     int64_t share = static_cast<int64_t>(s);
     for (size_t t = 0; t < s; ++t)
-      if (seqs[t].n_q > 0 && seqs[t].pages[0] == sq.pages[0]) {
+      if (keys[t] == key) {
         share = static_cast<int64_t>(t);
         break;
       }
+    keys[s] = key;
     for (int64_t i = 0; i < sq.n_q; ++i) {
       const int64_t pos = sq.positions[i];
-      LLAMAY_CHECK(pos >= 0) << "negative query position";
-      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
       plan.queries.push_back(
-          {sq.q + i * stride, sq.out + i * stride, lo, pos, static_cast<int64_t>(s), share});
+          {sq.q + i * stride, sq.out + i * stride, VisibleFrom(pos, p), pos, static_cast<int64_t>(s), share});
     }
   }
   std::stable_sort(plan.queries.begin(), plan.queries.end(), [](const QueryRef& a, const QueryRef& b) {
@@ -343,7 +361,7 @@ void AttentionPagedMulti(std::span<const AttentionSeq> seqs, const KvPageGeometr
                          const AttentionParams& p, ThreadPool* pool, Isa isa) {
   CheckParams(geo, p);
   const Steps steps = SelectSteps(p, isa);
-  const Plan plan = MakePlan(seqs, p);
+  const Plan plan = MakePlan(seqs, geo, p);
   const int64_t n_tiles = static_cast<int64_t>(plan.tiles.size());
   auto task = [&](int64_t t, int) {
     thread_local Scratch scratch;

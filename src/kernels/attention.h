@@ -8,6 +8,11 @@
 // A row is [n_kv_heads][head_dim] elements stored as f32, f16 or Q8_0 blocks of 32 running over the
 // whole row. Position j lives in pages[j / page_tokens] at slot j % page_tokens.
 //
+// Sliding window (AttentionParams::window = w > 0): a query at p sees positions max(0, p - w + 1)..p. The
+// kernels never read a page that lies wholly before the first position some query of its sequence sees,
+// not even its pointer's target: such entries may be null (kv::Context::TrimWindows releases them). With
+// window 0 nothing changes: every query sees 0..p.
+//
 // For a query at position p (q: [n_head][head_dim]) and head h, with kv head g = h / (n_head / n_kv_heads)
 // (grouped-query attention), the visible positions are lo..p with lo = max(0, p - window + 1) when a
 // sliding window is set, else 0. Canonical order, shared by the scalar and AVX2 paths (bit-identical):
@@ -64,7 +69,8 @@ struct AttentionParams {
 };
 
 // One query at position n_positions - 1, seeing positions [0, n_positions) (fewer with a window).
-// q: [n_head][head_dim]; pages: [ceil(n_positions / page_tokens)]; out: [n_head][head_dim].
+// q: [n_head][head_dim]; pages: [ceil(n_positions / page_tokens)] (null before the window allowed);
+// out: [n_head][head_dim].
 // pool may be null.
 void AttentionPaged(const float* q, const uint8_t* const* pages, const KvPageGeometry& geo,
                     const AttentionParams& p, int64_t n_positions, float* out, ThreadPool* pool = nullptr,

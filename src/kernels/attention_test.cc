@@ -440,3 +440,193 @@ INSTANTIATE_TEST_SUITE_P(Sequences, AttentionMultiTest, ::testing::ValuesIn([] {
 
 }  // namespace
 }  // namespace llamay::kernels
+
+namespace llamay::kernels {
+namespace {
+
+// --- Sliding window -------------------------------------------------------------------------------------
+
+// The first position a query at `pos` sees, written out here rather than taken from the kernel.
+int64_t WindowStart(int64_t pos, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+}
+
+// `pages` with every page that lies wholly before min over `pos` of WindowStart set to null, as
+// kv::Context::TrimWindows leaves a context: a kernel that reads one crashes.
+std::vector<const uint8_t*> ReleaseBeforeWindow(std::vector<const uint8_t*> pages,
+                                                const std::vector<int64_t>& pos, int64_t window,
+                                                int64_t page_tokens) {
+  int64_t lo = WindowStart(pos[0], window);
+  for (int64_t p : pos) lo = std::min(lo, WindowStart(p, window));
+  for (int64_t i = 0; i < lo / page_tokens; ++i) pages[i] = nullptr;
+  return pages;
+}
+
+struct WindowCase {
+  TensorType kv_type;
+  int n_head, n_kv_heads, head_dim;
+  int64_t window, page_tokens;
+};
+
+class AttentionWindowTest : public ::testing::TestWithParam<WindowCase> {};
+
+// Windowed queries over a cache whose pages wholly before the window are null: within the naive double
+// version's bound, and bit for bit the reference over the whole cache on every ISA, with and without a
+// pool. Query sets: early queries (the window not yet full), a decode, a prefill chunk and scattered ones.
+TEST_P(AttentionWindowTest, SeesOnlyItsWindowAndNeverReadsReleasedPages) {
+  const WindowCase cs = GetParam();
+  const AttentionParams p{cs.n_head,   cs.n_kv_heads,
+                          cs.head_dim, 1.0f / std::sqrt(static_cast<float>(cs.head_dim)),
+                          cs.window,   cs.kv_type};
+  std::mt19937 rng(90 + cs.head_dim + static_cast<int>(cs.window) + static_cast<int>(cs.page_tokens));
+  const int64_t n_pos = 150, kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const auto k_src = RandomFloats(rng, n_pos * kv_dim), v_src = RandomFloats(rng, n_pos * kv_dim);
+  const Cache c = BuildCache(rng, p, n_pos, cs.page_tokens, k_src, v_src);
+  std::vector<int64_t> chunk(30);
+  std::iota(chunk.begin(), chunk.end(), n_pos - 30);
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> sets = {
+      {"early", {0, 1, cs.window - 1, cs.window, cs.window + 1, 2}},
+      {"decode", {n_pos - 1}},
+      {"chunk", chunk},
+      {"scattered", {149, 101, 120, 100, 133, 128, 127, 112, 111}}};
+  ThreadPool pool(3);
+  for (const auto& [name, pos_in] : sets) {
+    std::vector<int64_t> pos;
+    for (int64_t x : pos_in)
+      if (x >= 0 && x < n_pos) pos.push_back(x);
+    const auto q = RandomFloats(rng, pos.size() * stride, 2.0f);
+    std::vector<float> ref(q.size());
+    RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), c.pages.data(), c.geo, p,
+                           ref.data());
+    for (size_t i = 0; i < pos.size(); ++i) {
+      std::vector<double> want, tol;
+      NaiveAttention(q.data() + i * stride, pos[i], c, p, &want, &tol);
+      for (int64_t e = 0; e < stride; ++e)
+        ASSERT_LE(std::fabs(ref[i * stride + e] - want[e]), tol[e])
+            << name << ", query " << i << ", element " << e;
+    }
+    const auto released = ReleaseBeforeWindow(c.pages, pos, cs.window, cs.page_tokens);
+    if (name != "early" && cs.window + cs.page_tokens <= 100) {
+      EXPECT_EQ(released[0], nullptr) << name << ": the test releases no page";
+    }
+    std::vector<float> ref_released(q.size());
+    RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), released.data(), c.geo, p,
+                           ref_released.data());
+    EXPECT_EQ(FirstDifference(ref_released, ref, stride), "") << name << " (reference)";
+    for (Isa isa : test_util::SupportedIsas())
+      for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> out(q.size());
+        AttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), released.data(), c.geo, p,
+                            out.data(), tp, isa);
+        EXPECT_EQ(FirstDifference(out, ref, stride), "")
+            << name << ", " << IsaName(isa) << (tp ? ", pool" : "");
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Windows, AttentionWindowTest,
+    ::testing::Values(WindowCase{TensorType::kF32, 4, 2, 64, 1, 16},     // window 1
+                      WindowCase{TensorType::kF16, 8, 4, 64, 5, 16},     // window < page
+                      WindowCase{TensorType::kQ8_0, 8, 2, 128, 40, 16},  // spans 3-4 pages
+                      WindowCase{TensorType::kF32, 4, 1, 32, 10, 3},     // many small pages
+                      WindowCase{TensorType::kF32, 4, 2, 128, 32, 16},   // gemma3's shape
+                      WindowCase{TensorType::kQ8_0, 4, 2, 128, 32, 16},  //
+                      WindowCase{TensorType::kF16, 4, 4, 32, 64, 64},    // window = page
+                      WindowCase{TensorType::kF32, 2, 2, 12, 7, 1},      // page of 1
+                      WindowCase{TensorType::kF16, 8, 4, 64, 200, 64}),  // wider than all
+    [](const auto& info) {
+      const WindowCase& c = info.param;
+      return std::string(TensorTypeName(c.kv_type)) + "_w" + std::to_string(c.window) + "_p" +
+             std::to_string(c.page_tokens) + "_hd" + std::to_string(c.head_dim);
+    });
+
+// Window 1: a query sees only its own position, so its output is exactly its own V row (one weight of 1).
+TEST(Attention, WindowOfOneIsTheOwnValueRow) {
+  const AttentionParams p{4, 2, 32, 0.2f, 1, TensorType::kF16};
+  std::mt19937 rng(91);
+  const int64_t n_pos = 40, kv_dim = 64;
+  const auto k = RandomFloats(rng, n_pos * kv_dim), v = RandomFloats(rng, n_pos * kv_dim);
+  const Cache c = BuildCache(rng, p, n_pos, 8, k, v);
+  const std::vector<int64_t> pos = {0, 7, 8, 39};
+  const auto q = RandomFloats(rng, pos.size() * 4 * 32, 2.0f);
+  for (Isa isa : test_util::SupportedIsas()) {
+    const auto out = RunBatch(q, pos, c, p, nullptr, isa);
+    for (size_t i = 0; i < pos.size(); ++i)
+      for (int h = 0; h < 4; ++h)
+        EXPECT_EQ(
+            std::memcmp(&out[(i * 4 + h) * 32], &c.v[pos[i] * kv_dim + (h / 2) * 32], 32 * sizeof(float)), 0)
+            << IsaName(isa) << ", query at " << pos[i] << ", head " << h;
+  }
+}
+
+// The window's edge: with window 8, a query at 20 sees 13..20. Changing positions 0..12 leaves it alone;
+// changing position 13 does not.
+TEST(Attention, WindowMask) {
+  const AttentionParams p{2, 1, 32, 0.2f, 8, TensorType::kF32};
+  std::mt19937 rng(92);
+  const int64_t n_pos = 21;
+  auto k = RandomFloats(rng, n_pos * 32), v = RandomFloats(rng, n_pos * 32);
+  const auto q = RandomFloats(rng, 2 * 32);
+  const std::vector<int64_t> pos = {20};
+  const auto a = RunBatch(q, pos, BuildCache(rng, p, n_pos, 4, k, v), p, nullptr, DetectIsa());
+  for (int64_t i = 0; i < 13 * 32; ++i) k[i] += 1.0f, v[i] -= 3.0f;
+  EXPECT_TRUE(SameBits(a, RunBatch(q, pos, BuildCache(rng, p, n_pos, 4, k, v), p, nullptr, DetectIsa())));
+  v[13 * 32] += 1.0f;
+  EXPECT_FALSE(SameBits(a, RunBatch(q, pos, BuildCache(rng, p, n_pos, 4, k, v), p, nullptr, DetectIsa())));
+}
+
+// Windowed forks decoded together: sequences share their window's pages (and some share nothing), each
+// with every page wholly before its window null. Each query equals the reference on its sequence alone.
+TEST(Attention, WindowedForksWithReleasedPagesMatchEachAlone) {
+  for (TensorType t : {TensorType::kF32, TensorType::kQ8_0}) {
+    const AttentionParams p{4, 2, 64, 0.125f, 20, t};
+    const int64_t pt = 8, stride = 4 * 64;
+    std::mt19937 rng(93);
+    // Pages 0..12 are the root's (100 positions); 13.. are the forks' own tails and a stranger's pages.
+    const PagePool pool_pages = MakePagePool(rng, p, pt, 40);
+    auto ids = [](int64_t from, int64_t n) {
+      std::vector<int64_t> v(n);
+      std::iota(v.begin(), v.end(), from);
+      return v;
+    };
+    std::vector<TestSeq> seqs;
+    seqs.emplace_back(ids(0, 13), std::vector<int64_t>{99});    // the root decodes
+    auto fork = ids(0, 12);                                     // shares pages 0..11
+    fork.push_back(13);                                         // its own page 12
+    seqs.emplace_back(fork, std::vector<int64_t>{97, 98, 99});  // a short chunk
+    auto longer = ids(0, 12);
+    for (int64_t i : {14, 15, 16, 17}) longer.push_back(i);  // 128 positions
+    seqs.emplace_back(longer, std::vector<int64_t>{127, 110, 120});
+    seqs.emplace_back(ids(20, 13), std::vector<int64_t>{99});  // shares nothing, same positions
+    seqs.emplace_back(ids(0, 13), std::vector<int64_t>{});     // no queries
+    for (TestSeq& s : seqs) {
+      for (int64_t id : s.page_ids) s.pages.push_back(pool_pages.Page(id));
+      if (!s.positions.empty()) s.pages = ReleaseBeforeWindow(s.pages, s.positions, p.window, pt);
+      s.q = RandomFloats(rng, s.positions.size() * stride, 2.0f);
+    }
+    ThreadPool pool(3);
+    for (Isa isa : test_util::SupportedIsas())
+      for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<AttentionSeq> call;
+        for (TestSeq& s : seqs) {
+          s.out.assign(s.q.size(), -1.0f);
+          call.push_back({s.q.data(), s.positions.data(), static_cast<int64_t>(s.positions.size()),
+                          s.pages.data(), s.out.data()});
+        }
+        AttentionPagedMulti(call, pool_pages.geo, p, tp, isa);
+        for (size_t s = 0; s < seqs.size(); ++s) {
+          std::vector<float> ref(seqs[s].q.size());
+          RefAttentionPagedBatch(seqs[s].q.data(), seqs[s].positions.data(),
+                                 static_cast<int64_t>(seqs[s].positions.size()), seqs[s].pages.data(),
+                                 pool_pages.geo, p, ref.data());
+          EXPECT_EQ(FirstDifference(seqs[s].out, ref, stride), "")
+              << TensorTypeName(t) << ", sequence " << s << ", " << IsaName(isa) << (tp ? ", pool" : "");
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace llamay::kernels

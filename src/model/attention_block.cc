@@ -1,9 +1,11 @@
 // The attention mixer: see AttentionBlock in blocks.h.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "kernels/attention.h"
 #include "model/blocks.h"
+#include "model/gating.h"
 
 namespace llamay::model::internal {
 namespace {
@@ -33,10 +35,21 @@ AttentionBlock::AttentionBlock(Step& step) : step_(step) {
     cs_.resize(T * hp.n_rot);
     for (size_t t = 0; t < T; ++t) kernels::RopeCache(step.positions[t], rope_, &cs_[t * hp.n_rot]);
   }
+  if (hp.use_rope && !hp.windows.empty()) {  // sliding-window layers rope with their own base (gemma3)
+    rope_swa_ = rope_;
+    rope_swa_.freq_base = hp.rope_theta_swa;
+    rope_swa_.freq_scale = hp.rope_freq_scale_swa;
+    cs_swa_.resize(T * hp.n_rot);
+    for (size_t t = 0; t < T; ++t) kernels::RopeCache(step.positions[t], rope_swa_, &cs_swa_[t * hp.n_rot]);
+  }
   q_.resize(T * hp.q_dim());
   k_.resize(T * hp.kv_dim());
   v_.resize(k_.size());
   attn_.resize(q_.size());
+  if (hp.attn_output_gate) {
+    qg_.resize(2 * q_.size());
+    gate_.resize(q_.size());
+  }
 }
 
 Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
@@ -44,9 +57,21 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
   const LayerWeights& L = step_.w.layers[layer];
   const kv::LayerSlot slot = step_.layer_slots[layer];
   const int64_t T = step_.n_tokens, E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim(), D = hp.head_dim;
+  const uint32_t window = hp.window(layer);  // 0: full attention
   // 1. Projections, bias, per-head norms, rope; the new K/V rows go into the contexts' pages.
   step_.linear.NewInput();
-  step_.linear.Mul(L.wq, xn, E, q_.data());
+  if (hp.attn_output_gate) {
+    // attn_q rows are [q_h, gate_h] per head: split them into q and the output gate.
+    step_.linear.Mul(L.wq, xn, E, qg_.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < hp.n_head; ++h) {
+        const float* src = &qg_[static_cast<size_t>((t * hp.n_head + h) * 2 * D)];
+        std::copy(src, src + D, &q_[static_cast<size_t>(t * Q + h * D)]);
+        std::copy(src + D, src + 2 * D, &gate_[static_cast<size_t>(t * Q + h * D)]);
+      }
+  } else {
+    step_.linear.Mul(L.wq, xn, E, q_.data());
+  }
   step_.linear.Mul(L.wk, xn, E, k_.data());
   step_.linear.Mul(L.wv, xn, E, v_.data());
   for (int64_t t = 0; t < T; ++t) {
@@ -65,8 +90,10 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
         kernels::RmsNorm(kt + h * D, L.k_norm.f32(), D, hp.rms_eps, kt + h * D);
     }
     if (hp.use_rope) {
-      kernels::ApplyRope(qt, static_cast<int>(hp.n_head), static_cast<int>(D), rope_, &cs_[t * hp.n_rot]);
-      kernels::ApplyRope(kt, static_cast<int>(hp.n_head_kv), static_cast<int>(D), rope_, &cs_[t * hp.n_rot]);
+      const kernels::RopeParams& rope = window > 0 ? rope_swa_ : rope_;
+      const float* cs = &(window > 0 ? cs_swa_ : cs_)[t * hp.n_rot];
+      kernels::ApplyRope(qt, static_cast<int>(hp.n_head), static_cast<int>(D), rope, cs);
+      kernels::ApplyRope(kt, static_cast<int>(hp.n_head_kv), static_cast<int>(D), rope, cs);
     }
     const size_t pos = static_cast<size_t>(step_.positions[static_cast<size_t>(t)]);
     kv::Context* ctx = step_.batch[step_.token_seq[static_cast<size_t>(t)]].context;
@@ -81,6 +108,7 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
   ap.n_head = static_cast<int>(hp.n_head);
   ap.n_kv_heads = static_cast<int>(hp.n_head_kv);
   ap.head_dim = static_cast<int>(D);
+  ap.window = window;  // a windowed layer's group may have released the pages behind its window
   ap.scale = hp.attention_scale != 0.0f ? hp.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const size_t n_seqs = step_.batch.size();
   std::vector<std::vector<const uint8_t*>> pages(n_seqs);
@@ -110,7 +138,11 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
     ap.kv_type = kinds[s].second;
     kernels::AttentionPagedMulti(same, kinds[s].first, ap, step_.pool);
   }
-  // 3. Output projection.
+  // 3. Output gate (qwen35): attn *= sigmoid(gate); output projection.
+  if (hp.attn_output_gate) {
+    Sigmoid(gate_.data(), T * Q, gate_.data());
+    kernels::Mul(attn_.data(), gate_.data(), T * Q, attn_.data());
+  }
   step_.linear.NewInput();
   step_.linear.Mul(L.wo, attn_.data(), Q, out);
   return Status::Ok();

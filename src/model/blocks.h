@@ -1,8 +1,10 @@
 // Internal to src/model: the blocks a layer is built from, and the step they run in.
 //
 // Model::Forward (model.cc) reads as the block diagram:
-//   embeddings -> for each layer: norm, mixer (AttentionBlock | Mamba2Block), residual,
-//                                 [norm, FfnBlock, residual] -> output norm -> logits
+//   embeddings -> for each layer: norm, mixer (AttentionBlock | Mamba2Block | DeltaNetBlock), [post norm],
+//                                 residual, [norm, FfnBlock, [post norm], residual] -> output norm -> logits
+//   -> (after a successful step, a model with sliding-window layers) Context::TrimWindows for each sequence
+// (post norms: HParams::post_norms, gemma3.)
 // Every block maps a normalised input xn [T][n_embd] (T: the tokens of the whole batch, sequence after
 // sequence) to its output out [T][n_embd]; the caller adds the residual. Matrix products run over all T
 // tokens at once (matrix-matrix work); whatever depends on a sequence's history (attention over its pages,
@@ -70,7 +72,13 @@ struct Step {
 
 // The attention mixer of the llama family (and granite): q/k/v projections (+ bias, + per-head q/k norm),
 // rope, the new K/V rows written into each context's pages, paged attention over them, output projection.
-// The rope table for the step's positions is computed once and shared by every attention layer.
+// The rope table for the step's positions is computed once and shared by every attention layer (a second
+// one for sliding-window layers, which rope with their own base: HParams::windows, rope_theta_swa). A
+// windowed layer attends over its window only (kernels::AttentionParams::window) and reads its pages from
+// its own layer group (kv::LayerSlot::group; the page geometry takes the layer's index in that group,
+// Context::WriteRow the model layer). Options from HParams: partial rotary (n_rot < head_dim: the dims past
+// n_rot pass through) and, for qwen35, an output gate (attn_output_gate: attn_q yields [q_h, gate_h] per
+// head; the attention output is multiplied by sigmoid(gate) before the output projection).
 class AttentionBlock {
  public:
   explicit AttentionBlock(Step& step);
@@ -79,9 +87,10 @@ class AttentionBlock {
 
  private:
   Step& step_;
-  kernels::RopeParams rope_;
-  std::vector<float> cs_;                // [T][n_rot/2][2]: cos/sin of each token's position
+  kernels::RopeParams rope_, rope_swa_;  // full layers; sliding-window layers (HParams::windows)
+  std::vector<float> cs_, cs_swa_;       // [T][n_rot/2][2]: cos/sin of each token's position, per rope
   std::vector<float> q_, k_, v_, attn_;  // [T][q_dim], [T][kv_dim] x2, [T][q_dim]
+  std::vector<float> qg_, gate_;         // attn_output_gate: [T][n_head][2][head_dim], [T][q_dim]
 };
 
 // The Mamba-2 mixer (llama.cpp's build_mamba2_layer): in_proj -> z | xBC | dt; causal conv over xBC with the
@@ -101,7 +110,30 @@ class Mamba2Block {
   std::vector<float> y_;       // [T][d_inner]
 };
 
-// The SwiGLU feed-forward block: down(silu(gate x) * up x).
+// The gated-delta-net mixer of Qwen3.5 (llama.cpp's qwen35 build_layer_attn_linear; SsmParams read as Hv
+// value heads of Dv, Hk key heads of Dk, C = conv_channels): q|k|v = attn_qkv x, z = attn_gate x,
+// beta = sigmoid(ssm_beta x), log decay g = ssm_a * softplus(ssm_alpha x + dt_bias); causal conv over the
+// C channels with the layer's conv state (no bias), SiLU; q and k L2-normalised per head; the gated delta
+// rule (value head h reads key head h % Hk) on the layer's state; an RMS norm over each value head (one
+// ssm_norm weight shared by the heads) times silu(z); ssm_out. The state of sequence s is the slice
+// [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][C] f32, then the delta
+// state [Hv][Dk][Dv] f32.
+class DeltaNetBlock {
+ public:
+  explicit DeltaNetBlock(Step& step);
+  // xn, out: [T][n_embd]; `states` [batch.size()]: each sequence's live slot (null when it has no tokens).
+  void Run(uint32_t layer, const float* xn, std::span<uint8_t* const> states, float* out);
+
+ private:
+  Step& step_;
+  std::vector<float> qkv_;       // [T][C]: q [Hk][Dk] | k [Hk][Dk] | v [Hv][Dv]; conv output in place
+  std::vector<float> z_;         // [T][d_inner]: the output gate
+  std::vector<float> beta_, g_;  // [T][Hv]: beta (after the sigmoid), log decay
+  std::vector<float> y_;         // [T][d_inner]: delta rule output, then normed and gated in place
+};
+
+// The gated feed-forward block: down(act(gate x) * up x), act = silu (SwiGLU) or the tanh GELU (GeGLU,
+// gemma3), per HParams::ffn_act.
 class FfnBlock {
  public:
   explicit FfnBlock(Step& step);

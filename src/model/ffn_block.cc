@@ -1,4 +1,5 @@
-// The SwiGLU feed-forward block: see FfnBlock in blocks.h.
+// The gated feed-forward block (SwiGLU or GeGLU): see FfnBlock in blocks.h.
+#include "kernels/recurrent.h"
 #include "model/blocks.h"
 
 namespace llamay::model::internal {
@@ -16,7 +17,11 @@ void FfnBlock::Run(uint32_t layer, const float* xn, float* out) {
   step_.linear.NewInput();
   step_.linear.Mul(L.w_gate, xn, E, gate_.data());
   step_.linear.Mul(L.w_up, xn, E, up_.data());
-  kernels::SwiGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
+  if (step_.hp.ffn_act == FfnActivation::kGeGlu) {
+    kernels::GeGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
+  } else {
+    kernels::SwiGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
+  }
   step_.linear.NewInput();
   step_.linear.Mul(L.w_down, act_.data(), F, out);
 }

@@ -1,6 +1,7 @@
 #include "model/hparams.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace llamay::model {
 namespace {
@@ -107,10 +108,58 @@ void ReadGraniteScales(const gguf::File& f, const std::string& a, HParams* hp) {
   hp->use_rope = f.GetBoolOr(a + "rope.scaling.finetuned", true);
 }
 
+// Gemma 3 (llama.cpp's LLM_ARCH_GEMMA3). Layer l is sliding-window unless it is the last of each group of
+// sliding_window_pattern layers (l % n < n - 1, llama.cpp's set_swa_pattern; n = 6 when the key is
+// absent, 0 = every layer windowed), or per layer where the key is a bool array (true: windowed).
+// Windowed layers rope with rope.freq_base_swa (default 1e4), unscaled. Embeddings are scaled by
+// sqrt(n_embd); q.k by 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, as in
+// llama.cpp and gemma_pytorch.
+Status ReadGemma3(const gguf::File& f, const std::string& a, HParams* hp) {
+  LLAMAY_ASSIGN_OR_RETURN(uint32_t window, GetU32(f, a + "attention.sliding_window", 1, 1u << 24));
+  const std::string key = a + "attention.sliding_window_pattern";
+  std::vector<int64_t> windowed(hp->n_layer);
+  if (f.Has(key) && *f.TypeOf(key) == gguf::ValueType::kArray) {
+    LLAMAY_ASSIGN_OR_RETURN(windowed, f.GetIntArray(key));
+    if (windowed.size() != hp->n_layer)
+      return InvalidArgumentError("model: " + key + " has " + std::to_string(windowed.size()) +
+                                  " entries for " + std::to_string(hp->n_layer) + " layers");
+  } else {
+    uint32_t n = 6;
+    if (f.Has(key)) {
+      LLAMAY_ASSIGN_OR_RETURN(n, GetU32(f, key, 0, 4096));
+    }
+    for (uint32_t l = 0; l < hp->n_layer; ++l) windowed[l] = n == 0 || l % n < n - 1;
+  }
+  for (uint32_t l = 0; l < hp->n_layer; ++l) hp->windows.push_back(windowed[l] != 0 ? window : 0);
+  hp->rope_theta_swa = static_cast<float>(f.GetFloatOr(a + "rope.freq_base_swa", 10000.0));
+  hp->rope_freq_scale_swa = 1.0f;
+  hp->embedding_scale = std::sqrt(static_cast<float>(hp->n_embd));
+  hp->attention_scale =
+      1.0f / std::sqrt(static_cast<float>(hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim));
+  if (f.GetFloatOr(a + "final_logit_softcapping", 0.0) != 0.0 ||
+      f.GetFloatOr(a + "attn_logit_softcapping", 0.0) != 0.0)
+    return UnimplementedError("model: gemma3 logit soft-capping is not supported");
+  return Status::Ok();
+}
+
+// Qwen3.5: layer l is full attention when (l + 1) % full_attention_interval == 0 (llama.cpp's rule and
+// default of 4), gated delta net otherwise.
+Status ReadQwen35Layers(const gguf::File& f, const std::string& a, HParams* hp,
+                        std::vector<uint32_t>* n_head_kv) {
+  uint32_t every = 4;
+  if (f.Has(a + "full_attention_interval")) {
+    LLAMAY_ASSIGN_OR_RETURN(every, GetU32(f, a + "full_attention_interval", 1, hp->n_layer));
+  }
+  for (uint32_t l = 0; l < hp->n_layer; ++l)
+    hp->mixers.push_back((l + 1) % every == 0 ? MixerKind::kAttention : MixerKind::kGatedDeltaNet);
+  LLAMAY_ASSIGN_OR_RETURN(*n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp->n_layer, 1, 4096));
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool HParams::has_recurrent() const {
-  return std::any_of(mixers.begin(), mixers.end(), [](MixerKind m) { return m == MixerKind::kMamba2; });
+  return std::any_of(mixers.begin(), mixers.end(), [](MixerKind m) { return m != MixerKind::kAttention; });
 }
 
 uint32_t HParams::n_attention_layers() const {
@@ -137,9 +186,22 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else if (hp.arch_name == "granitehybrid") {
     hp.arch = Arch::kGraniteHybrid;
     hp.rope_type = RopeType::kNorm;
+  } else if (hp.arch_name == "qwen35") {
+    // Multi-section rope (rope.dimension_sections) with every section at the text position: plain NEOX.
+    hp.arch = Arch::kQwen35;
+    hp.rope_type = RopeType::kNeox;
+    hp.qk_norm = true;
+    hp.attn_output_gate = true;
+  } else if (hp.arch_name == "gemma3") {
+    hp.arch = Arch::kGemma3;
+    hp.rope_type = RopeType::kNeox;
+    hp.qk_norm = true;
+    hp.post_norms = true;
+    hp.ffn_act = FfnActivation::kGeGlu;
   } else {
-    return UnimplementedError("model: architecture '" + hp.arch_name +
-                              "' is not supported (supported: llama, qwen2, qwen3, mamba2, granitehybrid)");
+    return UnimplementedError(
+        "model: architecture '" + hp.arch_name +
+        "' is not supported (supported: llama, qwen2, qwen3, mamba2, granitehybrid, qwen35, gemma3)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
@@ -156,6 +218,8 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else if (hp.arch == Arch::kGraniteHybrid) {
     LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp.n_layer, 0, 4096));
     for (uint32_t kv : n_head_kv) hp.mixers.push_back(kv == 0 ? MixerKind::kMamba2 : MixerKind::kAttention);
+  } else if (hp.arch == Arch::kQwen35) {
+    LLAMAY_RETURN_IF_ERROR(ReadQwen35Layers(f, a, &hp, &n_head_kv));
   } else {
     hp.mixers.assign(hp.n_layer, MixerKind::kAttention);
     const std::string key =
@@ -165,6 +229,7 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   if (hp.n_attention_layers() > 0) LLAMAY_RETURN_IF_ERROR(ReadAttention(f, a, n_head_kv, &hp));
   if (hp.has_recurrent()) LLAMAY_RETURN_IF_ERROR(ReadSsm(f, a, &hp));
   if (hp.arch == Arch::kGraniteHybrid) ReadGraniteScales(f, a, &hp);
+  if (hp.arch == Arch::kGemma3) LLAMAY_RETURN_IF_ERROR(ReadGemma3(f, a, &hp));
   // Vocabulary size: the embedding's row count is authoritative.
   const gguf::TensorInfo* embd = f.FindTensor("token_embd.weight");
   if (embd == nullptr) return InvalidArgumentError("model: token_embd.weight is missing");
@@ -181,10 +246,12 @@ kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecisi
   l.head_dim = hp.head_dim;
   l.page_tokens = page_tokens;
   l.precision = precision;
-  if (!hp.has_recurrent()) return l;  // all full attention: no specs, exactly the pure-attention layout
-  for (MixerKind m : hp.mixers)
-    l.layer_specs.push_back(
-        {m == MixerKind::kMamba2 ? kv::LayerKind::kRecurrent : kv::LayerKind::kAttention, 0});
+  // All full attention: no specs, exactly the pure-attention layout.
+  if (!hp.has_recurrent() && hp.windows.empty()) return l;
+  for (uint32_t i = 0; i < hp.n_layer; ++i)
+    l.layer_specs.push_back(hp.is_recurrent(i) ? kv::LayerSpec{kv::LayerKind::kRecurrent, 0}
+                                               : kv::LayerSpec{kv::LayerKind::kAttention, hp.window(i)});
+  if (!hp.has_recurrent()) return l;
   l.recurrent_layer_bytes = hp.ssm.state_bytes();
   const uint32_t want = checkpoint_tokens ? checkpoint_tokens : kDefaultCheckpointTokens;
   l.checkpoint_tokens = page_tokens == 0 ? want : (want + page_tokens - 1) / page_tokens * page_tokens;

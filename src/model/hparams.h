@@ -5,11 +5,18 @@
 //     q/k RMS norm, rope NEOX): every layer is attention + SwiGLU FFN;
 //   - mamba2: every layer is a Mamba-2 mixer, no FFN;
 //   - granitehybrid (Granite 4.0-H): per layer a Mamba-2 mixer or GQA attention (head_count_kv is an array
-//     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings.
+//     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings;
+//   - qwen35 (Qwen3.5-style hybrid): every full_attention_interval-th layer gated attention (q and an output
+//     gate packed per head in attn_q, q/k norm, partial NEOX rope), the others gated-delta-net linear
+//     attention; SwiGLU FFN (its norm is GGUF post_attention_norm) in every layer;
+//   - gemma3: attention in every layer, sliding-window (attention.sliding_window) in all but every
+//     sliding_window_pattern-th layer, with their own rope base (rope.freq_base_swa); per-head q/k norm,
+//     RMS norms after the mixer and after the FFN (HParams::post_norms), GeGLU FFN, embeddings scaled by
+//     sqrt(n_embd).
 // An unknown architecture is an Unimplemented error naming it.
 //
-// A layer is a mixer (attention or Mamba-2) and an optional FFN (HParams::mixers, HParams::has_ffn); the
-// forward pass is built from that description (model.cc).
+// A layer is a mixer (attention, Mamba-2 or gated delta net) and an optional FFN (HParams::mixers,
+// HParams::has_ffn); the forward pass is built from that description (model.cc).
 // Thread-safety: value types.
 #ifndef LLAMAY_MODEL_HPARAMS_H_
 #define LLAMAY_MODEL_HPARAMS_H_
@@ -24,13 +31,19 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kMamba2, kGraniteHybrid };
+enum class Arch { kLlama, kQwen2, kQwen3, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
+// The FFN's gated activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU, gemma).
+enum class FfnActivation : uint8_t { kSwiGlu, kGeGlu };
 // What mixes information across positions in a layer.
-enum class MixerKind : uint8_t { kAttention, kMamba2 };
+// kGatedDeltaNet: Qwen3.5's linear attention (delta_net_block.cc).
+enum class MixerKind : uint8_t { kAttention, kMamba2, kGatedDeltaNet };
 
 // Mamba-2 geometry ({arch}.ssm.* keys). H heads of P = d_inner / H elements, state size N, G groups.
+// The gated delta net reads the same keys (llama.cpp's mapping): H = Hv value heads of P = Dv elements,
+// N = Dk (the key head dim), G = Hk key heads; its conv channels are q [Hk*Dk] | k [Hk*Dk] | v [Hv*Dv] and
+// its state [Hv][Dk][Dv] has d_inner * d_state floats, so every size below holds for both mixers.
 struct SsmParams {
   uint32_t d_conv = 0;   // K: causal conv kernel (ssm.conv_kernel)
   uint32_t d_inner = 0;  // H * P (ssm.inner_size)
@@ -69,10 +82,20 @@ struct HParams {
   bool use_rope = true;  // granite: {arch}.rope.scaling.finetuned switches rope off when false
   bool qkv_bias = false;
   bool qk_norm = false;
+  bool attn_output_gate = false;  // qwen35: attn_q rows [q_h, gate_h] per head; output *= sigmoid(gate)
 
   std::vector<MixerKind> mixers;  // [n_layer]
   bool has_ffn = true;            // a SwiGLU FFN after the mixer of every layer
-  SsmParams ssm;                  // when any mixer is kMamba2
+  SsmParams ssm;                  // when any mixer is recurrent (kMamba2 or kGatedDeltaNet)
+  FfnActivation ffn_act = FfnActivation::kSwiGlu;
+  bool post_norms = false;  // gemma3: mixer and FFN outputs RMS-normed (post_attention_norm, post_ffw_norm)
+                            // before their residual adds
+
+  // Sliding-window attention (gemma3). windows: [n_layer] the attention window of each layer in positions
+  // (0: full), or empty when every layer is full. A windowed layer ropes with the _swa base and scale.
+  std::vector<uint32_t> windows;
+  float rope_theta_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
 
   // Granite scalings; 0 means absent (llama.cpp's convention).
   float embedding_scale = 0.0f;  // embeddings *= s
@@ -82,7 +105,8 @@ struct HParams {
 
   uint32_t q_dim() const { return n_head * head_dim; }
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
-  bool is_recurrent(uint32_t layer) const { return mixers[layer] == MixerKind::kMamba2; }
+  bool is_recurrent(uint32_t layer) const { return mixers[layer] != MixerKind::kAttention; }
+  uint32_t window(uint32_t layer) const { return windows.empty() ? 0 : windows[layer]; }
   bool has_recurrent() const;
   uint32_t n_attention_layers() const;
 };
@@ -93,7 +117,8 @@ Result<HParams> ReadHParams(const gguf::File& file);
 inline constexpr uint32_t kDefaultCheckpointTokens = 256;
 
 // checkpoint_tokens: the spacing of recurrent checkpoints (0: kDefaultCheckpointTokens), rounded up to a
-// multiple of page_tokens; ignored (0) for a model without recurrent layers.
+// multiple of page_tokens; ignored (0) for a model without recurrent layers. A windowed attention layer
+// gets LayerSpec{kAttention, window}, so kv/ puts it in a windowed group whose pages can be released.
 kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,
                           uint32_t checkpoint_tokens = 0);
 

@@ -111,12 +111,16 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
     kernels::EmbeddingRow(w_.tok_embd.type, w_.tok_embd.data, E, step.ids[static_cast<size_t>(t)], &x[t * E]);
   if (hp_.embedding_scale != 0.0f) kernels::Scale(x.data(), hp_.embedding_scale, T * E, x.data());
 
-  // 3. Layers: norm, mixer, residual, then (norm, FFN, residual).
+  // 3. Layers: norm, mixer, [post norm], residual, then (norm, FFN, [post norm], residual).
   std::optional<internal::AttentionBlock> attention;
   std::optional<internal::Mamba2Block> mamba2;
+  std::optional<internal::DeltaNetBlock> delta_net;
   std::optional<internal::FfnBlock> ffn;
   if (hp_.n_attention_layers() > 0) attention.emplace(step);
-  if (recurrent) mamba2.emplace(step);
+  for (MixerKind m : hp_.mixers) {
+    if (m == MixerKind::kMamba2 && !mamba2) mamba2.emplace(step);
+    if (m == MixerKind::kGatedDeltaNet && !delta_net) delta_net.emplace(step);
+  }
   if (hp_.has_ffn) ffn.emplace(step);
   for (uint32_t li = 0; li < hp_.n_layer; ++li) {
     const LayerWeights& L = w_.layers[li];
@@ -139,11 +143,17 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
         LLAMAY_CHECK(LiveStates(batch, &states).ok()) << "forward: the live recurrent slot moved";
         mamba2->Run(li, xn.data(), states, out.data());
         break;
+      case MixerKind::kGatedDeltaNet:
+        LLAMAY_CHECK(LiveStates(batch, &states).ok()) << "forward: the live recurrent slot moved";
+        delta_net->Run(li, xn.data(), states, out.data());
+        break;
     }
+    if (L.attn_post_norm) RmsNormRows(out.data(), L.attn_post_norm, T, E, hp_.rms_eps, out.data());
     Residual(out.data(), hp_.residual_scale, T * E, x.data());
     if (ffn) {
       RmsNormRows(x.data(), L.ffn_norm, T, E, hp_.rms_eps, xn.data());
       ffn->Run(li, xn.data(), out.data());
+      if (L.ffn_post_norm) RmsNormRows(out.data(), L.ffn_post_norm, T, E, hp_.rms_eps, out.data());
       Residual(out.data(), hp_.residual_scale, T * E, x.data());
     }
   }
@@ -159,6 +169,12 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
         LLAMAY_CHECK(in.context->Checkpoint().ok()) << "forward: checkpoint failed";
     }
   }
+
+  // 4b. Sliding windows: the pages no later query reads are released, so a long context's windowed layers
+  //     hold about window / page_tokens + 1 pages. Only after the step succeeded: the undo above needs them.
+  if (!hp_.windows.empty())
+    for (const SeqInput& in : batch)
+      if (!in.tokens.empty()) in.context->TrimWindows();
 
   // 5. Output: final norm and logits for the requested positions only.
   std::vector<float> rows;

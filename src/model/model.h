@@ -1,4 +1,4 @@
-// Model: a loaded GGUF model (llama, qwen2, qwen3, mamba2, granitehybrid) and its forward pass over
+// Model: a loaded GGUF model (see hparams.h for the architectures) and its forward pass over
 // kv::Contexts.
 //
 // Forward() runs one step for several sequences at once (prefill chunks and single decode tokens mixed):
@@ -10,6 +10,11 @@
 // layout's checkpoint_tokens. The logits of a context depend only on the model, its tokens and the KV
 // precision: not on page size, batch composition, how the tokens were split into steps, fork, rollback to
 // a checkpoint or snapshot/restore.
+//
+// Sliding-window layers (gemma3): after a successful step Forward calls Context::TrimWindows on every
+// sequence that took tokens, releasing the windowed group's pages that no query at size() or later reads;
+// a long context's windowed memory stays at about window / page_tokens + 1 pages. A Rollback that would
+// need released pages is refused by the context (FailedPrecondition).
 //
 // Thread-safety: a Model is immutable after Load; Forward may run from several threads on disjoint
 // contexts. The contexts passed to Forward are owned by the caller for its duration.

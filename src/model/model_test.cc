@@ -147,7 +147,30 @@ INSTANTIATE_TEST_SUITE_P(Models, Parity,
                                          // activation rounding (largest measured 0.11 mamba2, 0.14 granite).
                                          ParityCase{"tiny-mamba2-f32", 1e-3f}, ParityCase{"tiny-mamba2-q8_0", 0.25f},
                                          ParityCase{"tiny-granitehybrid-f32", 1e-3f},
-                                         ParityCase{"tiny-granitehybrid-q8_0", 0.25f}),
+                                         ParityCase{"tiny-granitehybrid-q8_0", 0.25f},
+                                         // qwen35: f32 agrees to 2e-5. q8_0 agrees to 1.4e-6 at position 0
+                                         // and by up to 0.32 later: an activation quantised to Q8_0 absorbs a
+                                         // small f32 difference (ggml's FMA/SIMD sums and expf in the delta
+                                         // rule vs the kernels' sequential sums and RefExp: zero at position
+                                         // 0, where the state is zero) unless it moves a value across a
+                                         // rounding boundary, and this model turns such a flip into a jump of
+                                         // 0.1-0.45 in the logits. Measured by nudging our own delta-rule
+                                         // outputs by 1-2 ulp (an f32 logit change of 1e-5 to 3e-5, the size
+                                         // of the f32 difference from llama.cpp): the q8_0 logits moved by 0
+                                         // or by 0.11 to 0.44. Bound: 0.6.
+                                         ParityCase{"tiny-qwen35-f32", 1e-3f}, ParityCase{"tiny-qwen35-q8_0", 0.6f},
+                                         // gemma3: llama.cpp evaluates GeGLU through an f16 table (gelu's
+                                         // input and output rounded to f16: ~5e-4 relative per activation);
+                                         // llamay computes the tanh GELU exactly. Measured over the three
+                                         // prompts: f32 4.6e-3 (logits of std ~3), q8_0 0.22. Emulating the
+                                         // table (a measurement, not shipped) brings f32 to 1.7e-3 (left:
+                                         // table entries flipped by 1e-7 differences in the f32 sums that
+                                         // feed it) and q8_0 to 1.4e-6 at positions 0..65 of the 85-token
+                                         // prompt (the window in use from 32 on), 0.16 elsewhere (Q8_0
+                                         // rounding flips, as above): the table is the cause. Bounds: about
+                                         // 2x the measured (f32) and 1.6x (q8_0, as for the llama family).
+                                         ParityCase{"tiny-gemma3-f32", 0.01f},
+                                         ParityCase{"tiny-gemma3-q8_0", 0.35f}),
                          [](const auto& info) {
                            std::string n = info.param.model;
                            for (char& ch : n)

@@ -1,5 +1,5 @@
-// Models with recurrent layers (mamba2, granitehybrid; ../shared/ref/models/tiny-*): hyperparameters, the
-// KV layout they imply, and the determinism contract (DESIGN.md section 3) where the state is a recurrent
+// Models with recurrent layers (mamba2, granitehybrid, qwen35; ../shared/ref/models/tiny-*): hyperparameters,
+// the KV layout they imply, and the determinism contract (DESIGN.md section 3) where the state is a recurrent
 // slot: logits bit-identical (memcmp) whatever the split of a prompt into steps, the batch composition,
 // the thread count, a fork, or a rollback to a checkpoint; and a failed step leaves every context as it
 // was. Parity with llama.cpp for these models is in model_test.cc (Parity).
@@ -93,6 +93,42 @@ TEST(RecurrentHParams, MambaAndGraniteGeometry) {
   EXPECT_EQ(gl.n_attention_layers(), 2u);
   EXPECT_EQ(gl.Groups().slots[3].index, 1u);  // layer 3 is the second attention layer of its group
   EXPECT_EQ(gl.Groups().slots[2].index, 1u);  // layer 2 is the second recurrent layer
+}
+
+// Qwen3.5: gated delta net in three of every four layers, gated attention with partial rotary in the fourth;
+// the delta net's geometry read through SsmParams (Hv = n_head, Hk = n_group, Dk = d_state, Dv = head_dim).
+TEST(RecurrentHParams, Qwen35Geometry) {
+  if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+  auto m = Model::Load(kModels + "tiny-qwen35-f32.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const HParams& hp = (*m)->hparams();
+  EXPECT_EQ(hp.arch, Arch::kQwen35);
+  ASSERT_EQ(hp.mixers.size(), 8u);
+  for (uint32_t l = 0; l < 8; ++l)
+    EXPECT_EQ(hp.mixers[l], l % 4 == 3 ? MixerKind::kAttention : MixerKind::kGatedDeltaNet) << l;
+  EXPECT_EQ(hp.n_head, 4u);
+  EXPECT_EQ(hp.n_head_kv, 2u);
+  EXPECT_EQ(hp.head_dim, 64u);
+  EXPECT_EQ(hp.n_rot, 16u);  // partial rotary
+  EXPECT_EQ(hp.rope_type, RopeType::kNeox);
+  EXPECT_EQ(hp.rope_theta, 1e7f);
+  EXPECT_TRUE(hp.qk_norm && hp.attn_output_gate && hp.has_ffn);
+  EXPECT_EQ(hp.n_ff, 768u);
+  EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+  EXPECT_EQ(hp.ssm.n_head, 4u);             // value heads
+  EXPECT_EQ(hp.ssm.n_group, 2u);            // key heads
+  EXPECT_EQ(hp.ssm.d_state, 64u);           // key head dim
+  EXPECT_EQ(hp.ssm.head_dim(), 64u);        // value head dim
+  EXPECT_EQ(hp.ssm.conv_channels(), 512u);  // the rows of attn_qkv: q 128 | k 128 | v 256
+  // conv [3][512] + delta state [4][64][64] floats.
+  EXPECT_EQ(hp.ssm.state_bytes(), 4u * (3 * 512 + 4 * 64 * 64));
+  const kv::KvLayout l = (*m)->KvLayoutFor(16, kv::KvPrecision::kQ8_0);
+  EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  EXPECT_EQ(l.n_attention_layers(), 2u);
+  EXPECT_EQ(l.recurrent_layer_bytes, hp.ssm.state_bytes());
+  EXPECT_EQ(l.recurrent_bytes(), 6 * hp.ssm.state_bytes());
+  EXPECT_EQ(l.Groups().slots[7].index, 1u);  // the second attention layer
+  EXPECT_EQ(l.Groups().slots[4].index, 3u);  // the fourth recurrent layer
 }
 
 // The file at `path` with the keys `extra` sets added (or replaced), as a GGUF buffer.
@@ -365,7 +401,7 @@ TEST_P(RecurrentDeterminism, FailedStepLeavesContextsIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentDeterminism,
                          testing::Values("tiny-mamba2-f32", "tiny-mamba2-q8_0", "tiny-granitehybrid-f32",
-                                         "tiny-granitehybrid-q8_0"),
+                                         "tiny-granitehybrid-q8_0", "tiny-qwen35-f32", "tiny-qwen35-q8_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)

@@ -59,7 +59,7 @@ namespace {
 
 Status BindAttention(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
   const int64_t E = hp.n_embd, Q = hp.q_dim(), KV = hp.kv_dim();
-  LLAMAY_ASSIGN_OR_RETURN(l->wq, b.Get(p + "attn_q.weight", Q, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->wq, b.Get(p + "attn_q.weight", hp.attn_output_gate ? 2 * Q : Q, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->wk, b.Get(p + "attn_k.weight", KV, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->wv, b.Get(p + "attn_v.weight", KV, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->wo, b.Get(p + "attn_output.weight", E, Q, true));
@@ -91,9 +91,26 @@ Status BindMamba2(Binder& b, const std::string& p, const HParams& hp, LayerWeigh
   return Status::Ok();
 }
 
+Status BindDeltaNet(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
+  const SsmParams& s = hp.ssm;
+  const int64_t E = hp.n_embd, C = s.conv_channels(), H = s.n_head;
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_qkv, b.Get(p + "attn_qkv.weight", C, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_z, b.Get(p + "attn_gate.weight", s.d_inner, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_beta, b.Get(p + "ssm_beta.weight", H, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_alpha, b.Get(p + "ssm_alpha.weight", H, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_conv1d, b.Get(p + "ssm_conv1d.weight", C, s.d_conv, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_dt_b, b.Get(p + "ssm_dt.bias", 1, H, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_a, b.Get(p + "ssm_a", 1, H, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_norm, b.Get(p + "ssm_norm.weight", 1, s.head_dim(), false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ssm_out, b.Get(p + "ssm_out.weight", E, s.d_inner, true));
+  return Status::Ok();
+}
+
 Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
   const int64_t E = hp.n_embd, F = hp.n_ff;
-  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
+  // Qwen3.5 names the norm in front of its FFN post_attention_norm (llama.cpp: attn_post_norm).
+  const char* norm = hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight";
+  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + norm, 1, E, false));
   LLAMAY_ASSIGN_OR_RETURN(l->w_gate, b.Get(p + "ffn_gate.weight", F, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->w_up, b.Get(p + "ffn_up.weight", F, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->w_down, b.Get(p + "ffn_down.weight", E, F, true));
@@ -125,8 +142,15 @@ Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {
       case MixerKind::kMamba2:
         LLAMAY_RETURN_IF_ERROR(BindMamba2(b, p, hp, &l));
         break;
+      case MixerKind::kGatedDeltaNet:
+        LLAMAY_RETURN_IF_ERROR(BindDeltaNet(b, p, hp, &l));
+        break;
     }
     if (hp.has_ffn) LLAMAY_RETURN_IF_ERROR(BindFfn(b, p, hp, &l));
+    if (hp.post_norms) {
+      LLAMAY_ASSIGN_OR_RETURN(l.attn_post_norm, b.Get(p + "post_attention_norm.weight", 1, E, false));
+      LLAMAY_ASSIGN_OR_RETURN(l.ffn_post_norm, b.Get(p + "post_ffw_norm.weight", 1, E, false));
+    }
   }
   return w;
 }

@@ -31,6 +31,7 @@ struct LayerWeights {
   Tensor attn_norm;             // [n_embd] f32: the norm in front of the mixer, whatever its kind
   // Attention mixer.
   Tensor wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
+                                // (attn_output_gate: wq is [n_head][q_h, gate_h][head_dim][n_embd])
   Tensor bq, bk, bv;            // qwen2: [q_dim], [kv_dim] x2, f32
   Tensor q_norm, k_norm;        // qwen3: [head_dim] f32
   // Mamba-2 mixer (SsmParams: H heads, C = conv_channels, K = d_conv).
@@ -42,9 +43,18 @@ struct LayerWeights {
   Tensor ssm_d;                 // [H] f32 (GGUF [H][1])
   Tensor ssm_norm;              // [d_inner] f32 (GGUF [n_group][d_inner / n_group])
   Tensor ssm_out;               // [n_embd][d_inner]
+  // Gated delta net (Qwen3.5; SsmParams read as Hv = n_head, Dv = head_dim(), Hk = n_group, Dk = d_state).
+  // Also uses ssm_conv1d [C][K] (no bias), ssm_dt_b [Hv], ssm_a [Hv], ssm_norm [Dv] (one weight shared by
+  // every value head) and ssm_out from above.
+  Tensor ssm_qkv;               // [C][n_embd] (GGUF attn_qkv): rows q [Hk*Dk], k [Hk*Dk], v [Hv*Dv]
+  Tensor ssm_z;                 // [d_inner][n_embd] (GGUF attn_gate): the output gate z
+  Tensor ssm_beta, ssm_alpha;   // [Hv][n_embd] each
   // SwiGLU FFN.
-  Tensor ffn_norm;              // [n_embd] f32
+  Tensor ffn_norm;              // [n_embd] f32 (qwen35: GGUF post_attention_norm)
   Tensor w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
+  // HParams::post_norms (gemma3): RMS norms of the mixer's and the FFN's outputs, before their residual
+  // adds (GGUF post_attention_norm, post_ffw_norm); absent otherwise.
+  Tensor attn_post_norm, ffn_post_norm;  // [n_embd] f32
 };
 
 struct Weights {
