@@ -29,6 +29,9 @@ struct Engine::Seq {
   Usage usage;
   bool session = false;     // the context came with the request and goes back with the final event
   size_t session_base = 0;  // a session's size when it came: an error rolls it back to this
+  // Layouts that cannot roll back anywhere (a recurrent state, windows released behind the position): a
+  // fork of the session as it came, which an error or a preemption returns to instead.
+  kv::Context session_fork;
   bool preempted = false;   // waiting in the queue to resume; `pending` holds every token to recompute
   int32_t last = -1;        // the last sampled token, not yet run through the model
   bool prefilled = false;   // the prompt has been processed
@@ -195,9 +198,7 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
     s.history = s.ctx.tokens();
     s.usage.cached_tokens = s.ctx.size();
     s.pending = r.prompt;
-    // A recurrent state cannot be rolled back without a checkpoint: take one where the session came, so
-    // a failed or preempted request can return it as it was.
-    if (cache_->groups().has_recurrent() && s.ctx.state_position() == s.ctx.size()) (void)s.ctx.Checkpoint();
+    if (!CanRollBack()) s.session_fork = s.ctx.Fork();
   } else {
     if (r.prompt.empty()) return Finish(s, FinishReason::kError, InvalidArgumentError("empty prompt"));
     // Reuse the longest computed prefix, keeping at least one token to compute logits from.
@@ -273,6 +274,21 @@ void Engine::Step() {
   }
 }
 
+bool Engine::CanRollBack() const {
+  const kv::StateGroups& g = cache_->groups();
+  return !g.has_recurrent() && std::none_of(g.attention.begin(), g.attention.end(),
+                                            [](const kv::LayerGroup& a) { return a.window != 0; });
+}
+
+void Engine::ReturnSession(Seq& s) {
+  if (!s.session_fork.valid()) {
+    const Status st = s.ctx.Rollback(s.session_base);
+    LLAMAY_CHECK(st.ok()) << "a full-attention session rolls back anywhere: " << st.ToString();
+    return;
+  }
+  s.ctx = s.session_fork.Fork();  // keep the fork: a preempted request can come back to it again
+}
+
 size_t Engine::ChunkEnd(size_t size, size_t n) const {
   // Recurrent layouts: a prefill step never crosses a checkpoint boundary, so the model takes the
   // checkpoint at the step's end (Model::Forward) and a later prompt can resume there.
@@ -307,7 +323,7 @@ void Engine::Preempt(Seq& s) {
   tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
   s.pending = std::move(tokens);
   if (s.session) {
-    (void)s.ctx.Rollback(keep);
+    ReturnSession(s);
   } else {
     if (s.req.retain && s.ctx.size() > 0) (void)cache_->Retain(s.ctx);  // evictable, maybe reused on resume
     s.ctx.Close();
@@ -358,7 +374,8 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   if (s.done) return;
   s.done = true;
   hold_admission_ = false;
-  if (s.session && reason == FinishReason::kError) (void)s.ctx.Rollback(s.session_base);
+  if (s.session && reason == FinishReason::kError) ReturnSession(s);
+  s.session_fork.Close();
   if (s.ctx.valid() && s.req.retain && s.ctx.size() > 0 &&
       (reason == FinishReason::kStop || reason == FinishReason::kLength))
     (void)cache_->Retain(s.ctx);

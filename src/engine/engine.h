@@ -147,6 +147,10 @@ class Engine {
   // How many of n pending tokens a context of `size` positions runs this step: a prefill chunk is cut at
   // the next checkpoint boundary of a recurrent layout.
   size_t ChunkEnd(size_t size, size_t n) const;
+  // Whether any position of a context can be rolled back to (full attention only).
+  bool CanRollBack() const;
+  // Puts a session back as it came (after an error, or before a preempted request waits).
+  void ReturnSession(Seq& s);
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
   void Preempt(Seq& s);

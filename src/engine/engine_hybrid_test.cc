@@ -1,9 +1,11 @@
-// The engine on a hybrid model (tiny-granitehybrid from ../shared/ref: Mamba-2 and attention layers):
+// The engine on hybrid and windowed models (tiny-granitehybrid, tiny-mamba2, tiny-qwen35 and tiny-gemma3 from
+// ../shared/ref):
 // prefill steps cut at checkpoint boundaries, checkpoints at the prompt's and the output's end, and what
 // an agent's next turn reuses, with tokens identical to a cold run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <future>
 
 #include "engine/engine.h"
 
@@ -93,7 +95,10 @@ TEST_P(HybridEngine, APartialMatchResumesAtTheDeepestAlignedCheckpoint) {
   EngineOptions o;
   o.prefill_chunk = 200;
   auto e = LoadEngine(GetParam(), o);
-  ASSERT_EQ(e->cache().layout().checkpoint_tokens, 256u);
+  const bool recurrent = e->cache().groups().has_recurrent();
+  if (recurrent) {
+    ASSERT_EQ(e->cache().layout().checkpoint_tokens, 256u);
+  }
   std::vector<int32_t> a = Tokens(600, 2);
   auto first = e->Generate(Greedy(a, 2));
   ASSERT_TRUE(first.ok());
@@ -102,7 +107,9 @@ TEST_P(HybridEngine, APartialMatchResumesAtTheDeepestAlignedCheckpoint) {
   b.insert(b.end(), tail.begin() + 1, tail.end());
   auto second = e->Generate(Greedy(b, 6));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(second->usage.cached_tokens, 512u);
+  // A windowed model resumes anywhere its window is still held (the first request kept positions from
+  // 512 on: its pages behind the window of its last position were released).
+  EXPECT_EQ(second->usage.cached_tokens, recurrent ? 512u : 550u);
   auto cold = LoadEngine(GetParam(), o);
   auto c = cold->Generate(Greedy(b, 6));
   ASSERT_TRUE(c.ok());
@@ -130,8 +137,38 @@ TEST_P(HybridEngine, ASessionContinuesExactly) {
   EXPECT_EQ(cont->tokens, cold->tokens);
 }
 
+// A session request that fails after admission hands the session back exactly as it came: a layout that
+// cannot roll back anywhere returns to a fork taken at admission.
+TEST_P(HybridEngine, AFailedSessionRequestHandsBackItsContextUnchanged) {
+  auto e = LoadEngine(GetParam());
+  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "the failure is provoked through a recurrent state";
+  auto made = e->Generate(Greedy(Tokens(40, 6), 0), /*keep_context=*/true);
+  ASSERT_TRUE(made.ok());
+  kv::Context ctx = std::move(made->context);
+  // A position appended behind the model's back: the forward step refuses the context (its recurrent
+  // state does not cover it), after the engine admitted the request and the session's state was shared.
+  ASSERT_TRUE(ctx.Append(std::vector<int32_t>{7}).ok());
+  const std::vector<int32_t> came = ctx.tokens();
+  const size_t bytes = ctx.bytes();
+  std::vector<uint8_t> state(ctx.StateData(), ctx.StateData() + e->cache().layout().recurrent_bytes());
+  Request r = Greedy({9, 10}, 4);
+  r.context = std::move(ctx);
+  std::promise<Event> fin;
+  ASSERT_TRUE(e->Submit(std::move(r), [&](Event& ev) {
+                 if (ev.finished) fin.set_value(std::move(ev));
+                 return true;
+               }).ok());
+  Event ev = fin.get_future().get();
+  ASSERT_TRUE(ev.context.valid());
+  EXPECT_EQ(ev.reason, FinishReason::kError);
+  EXPECT_EQ(ev.context.tokens(), came);
+  EXPECT_EQ(ev.context.bytes(), bytes);
+  EXPECT_EQ(std::vector<uint8_t>(ev.context.StateData(), ev.context.StateData() + state.size()), state);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HybridEngine,
-                         testing::Values("tiny-granitehybrid-f32.gguf", "tiny-mamba2-f32.gguf"),
+                         testing::Values("tiny-granitehybrid-f32.gguf", "tiny-mamba2-f32.gguf",
+                                         "tiny-qwen35-f32.gguf", "tiny-gemma3-f32.gguf"),
                          [](const auto& info) {
                            std::string n = info.param;
                            n = n.substr(0, n.find('.'));
