@@ -201,6 +201,10 @@ for hybrid in tiny-granitehybrid-f32 tiny-mamba2-f32; do
   if [ -f "$shared/ref/models/$hybrid.gguf" ]; then
     check_model "$hybrid" "Once upon a time, there was a little girl named Lily. She loved to play outside in the \
 park with her friends every day" "One day" -m "$shared/ref/models/$hybrid.gguf"
+    expect_rc 0 "$bin" ctx inspect "$tmp/$hybrid/base.llamayctx"
+    grep -q '^format version  *2$' "$tmp/out" || fail "$hybrid: snapshot is not format version 2"
+    grep -q '^recurrent state  *after [0-9]* positions' "$tmp/out" || fail "$hybrid: inspect shows no recurrent state"
+    grep -q '^next-token logits  *[0-9]* stored' "$tmp/out" || fail "$hybrid: inspect shows no stored logits"
   else
     echo "skipped the $hybrid part: it is absent"
   fi

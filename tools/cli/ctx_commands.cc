@@ -1,5 +1,6 @@
 #include "ctx_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
@@ -133,11 +134,20 @@ int RunDemo(const DemoOptions& o) {
   return identical ? kExitOk : kExitFailure;
 }
 
+// A version 2 file's layer map, one letter a layer: a (full attention), w (windowed), r (recurrent).
+std::string LayerKinds(const kv::SnapshotInfo& info) {
+  std::string k;
+  for (const kv::LayerSpec& s : info.layer_specs) k += s.kind == kv::LayerKind::kRecurrent ? 'r' : (s.window ? 'w' : 'a');
+  return k;
+}
+
 int RunInspect(const std::string& path, bool json) {
   auto bytes = ReadFile(path);
   if (!bytes.ok()) return Fail(bytes.status(), kExitBadInput);
   auto info = kv::InspectSnapshot(*bytes);
   if (!info.ok()) return FailSnapshot(path, info.status());
+  uint32_t window = 0;
+  for (const kv::LayerSpec& s : info->layer_specs) window = std::max(window, s.window);
   if (json) {
     nlohmann::json j = {{"file", path},
                         {"version", info->version},
@@ -148,6 +158,13 @@ int RunInspect(const std::string& path, bool json) {
                         {"precision", std::string(kv::KvPrecisionName(info->precision))},
                         {"weights", DigestHex(info->weights)},
                         {"bytes", info->file_bytes}};
+    if (info->version >= 2) {
+      j["layer_kinds"] = LayerKinds(*info);
+      j["window"] = window;
+      j["recurrent_state_position"] = info->state_position;
+      j["checkpoints"] = info->n_checkpoints;
+      j["logits"] = info->n_logits;
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
@@ -157,6 +174,13 @@ int RunInspect(const std::string& path, bool json) {
   PrintRow("geometry", std::to_string(info->n_layers) + " layers x " + std::to_string(info->n_kv_heads) +
                            " kv heads x " + std::to_string(info->head_dim));
   PrintRow("precision on disk", std::string(kv::KvPrecisionName(info->precision)));
+  if (info->version >= 2) {
+    PrintRow("layers", LayerKinds(*info) + " (a attention, w window " + std::to_string(window) + ", r recurrent)");
+    if (info->recurrent_layer_bytes != 0)
+      PrintRow("recurrent state", "after " + std::to_string(info->state_position) + " positions, " +
+                                      std::to_string(info->n_checkpoints) + " checkpoints");
+    PrintRow("next-token logits", info->n_logits ? std::to_string(info->n_logits) + " stored" : "none");
+  }
   PrintRow("weights", DigestHex(info->weights));
   PrintRow("size", FormatBytes(info->file_bytes) + ", checksum ok");
   return kExitOk;
