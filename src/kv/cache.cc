@@ -83,21 +83,19 @@ Context Cache::Register(std::unique_ptr<ContextState> state) {
 
 Context Cache::NewContext() {
   auto s = std::make_unique<ContextState>();
-  s->pages.resize(groups_.attention.size());
-  s->floor.assign(groups_.attention.size(), 0);
+  s->pages.set_groups(groups_.attention.size());
   return Register(std::move(s));
 }
 
 void Cache::ClosePages(ContextState* s) {
   std::unique_lock l(s->mu);
   std::vector<Page*> drop;
-  for (const auto& list : s->pages)
-    for (Page* p : list)
-      if (p != nullptr) drop.push_back(p);
+  for (Page* p : s->pages.flat())
+    if (p != nullptr) drop.push_back(p);
   if (s->state != nullptr) drop.push_back(s->state);
   for (const auto& c : s->checkpoints) drop.push_back(c.state);
   ReleasePages(drop);
-  for (auto& list : s->pages) list.clear();
+  s->pages.resize_pages(0);
   std::fill(s->floor.begin(), s->floor.end(), 0);
   s->tokens.clear();
   s->state = nullptr;
@@ -347,6 +345,10 @@ Status Cache::CheckPagesLocked() const {
       }
     }
     for (size_t g = 0; g < s->floor.size(); ++g) {
+      if (g >= groups_.attention.size()) {
+        if (s->floor[g] != 0) return InternalError(who + ": a floor for a group the layout lacks");
+        continue;
+      }
       const size_t w = groups_.attention[g].window;
       // Only a windowed group has a floor, and never past what a query at size() reads.
       if ((w == 0 && s->floor[g] != 0) || (w != 0 && s->tokens.size() >= w && s->floor[g] > s->tokens.size() - w + 1) ||

@@ -38,8 +38,7 @@ size_t Context::n_pages() const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);
   size_t n = 0;
-  for (const auto& list : s_->pages)
-    for (const Page* p : list) n += p != nullptr;
+  for (const Page* p : s_->pages.flat()) n += p != nullptr;
   return n;
 }
 
@@ -47,8 +46,7 @@ size_t Context::bytes() const {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   std::shared_lock l(s_->mu);
   size_t n = s_->state ? s_->state->bytes : 0;
-  for (const auto& list : s_->pages)
-    for (const Page* p : list) n += p ? p->bytes : 0;
+  for (const Page* p : s_->pages.flat()) n += p ? p->bytes : 0;
   for (const auto& c : s_->checkpoints) n += c.state->bytes;
   return n;
 }
@@ -134,8 +132,9 @@ Status Context::AppendImpl(std::span<const int32_t> tokens, bool caller_overwrit
           std::memset(data + layout.RowOffset(layer, kind, static_cast<uint32_t>(tail_used)), 0,
                       n * layout.row_bytes());
     }
-    s_->pages[g].insert(s_->pages[g].end(), fresh[g].begin(), fresh[g].end());
   }
+  for (size_t i = 0; i < need; ++i)
+    for (size_t g = 0; g < n_groups; ++g) s_->pages.flat().push_back(fresh[g][i]);
   s_->tokens.insert(s_->tokens.end(), tokens.begin(), tokens.end());
   return Status::Ok();
 }
@@ -193,12 +192,13 @@ Status Context::ReadRow(size_t pos, uint32_t layer, KvKind kind, std::span<float
 void Context::DropTail(ContextState* s, size_t n) {
   const size_t P = s->cache->layout().page_tokens;
   const size_t keep = (n + P - 1) / P;
-  for (auto& list : s->pages) {
+  {
     std::vector<Page*> drop;
-    for (size_t i = keep; i < list.size(); ++i)
-      if (list[i] != nullptr) drop.push_back(list[i]);
+    const std::vector<Page*>& flat = s->pages.flat();
+    for (size_t i = keep * s->pages.size(); i < flat.size(); ++i)
+      if (flat[i] != nullptr) drop.push_back(flat[i]);
     s->cache->ReleasePages(drop);
-    list.resize(keep);
+    s->pages.resize_pages(keep);
   }
   if (n == 0) std::fill(s->floor.begin(), s->floor.end(), 0);
   s->tokens.resize(n);
@@ -347,9 +347,8 @@ Context Context::Fork() const {
     child->state = s_->state;
     child->state_pos = s_->state_pos;
     child->checkpoints = s_->checkpoints;
-    for (const auto& list : child->pages)
-      for (Page* p : list)
-        if (p != nullptr) p->refs.fetch_add(1, std::memory_order_relaxed);
+    for (Page* p : child->pages.flat())
+      if (p != nullptr) p->refs.fetch_add(1, std::memory_order_relaxed);
     if (child->state != nullptr) child->state->refs.fetch_add(1, std::memory_order_relaxed);
     for (const auto& c : child->checkpoints) c.state->refs.fetch_add(1, std::memory_order_relaxed);
   }
@@ -377,7 +376,8 @@ std::vector<const uint8_t*> Context::PageData(uint32_t group) const {
   LLAMAY_CHECK(group < s_->pages.size()) << "attention group " << group << " of " << s_->pages.size();
   std::vector<const uint8_t*> out;
   out.reserve(s_->pages[group].size());
-  for (const Page* p : s_->pages[group]) out.push_back(p ? p->data : nullptr);
+  const auto list = s_->pages[group];
+  for (size_t i = 0; i < list.size(); ++i) out.push_back(list[i] ? list[i]->data : nullptr);
   return out;
 }
 
@@ -388,11 +388,11 @@ Status Context::PrepareWrite(size_t from) {
   const size_t P = s_->cache->layout().page_tokens;
   const size_t n = s_->tokens.size();
   if (from >= n) return Status::Ok();
-  for (auto& list : s_->pages)
+  for (size_t g = 0; g < s_->pages.size(); ++g)
     for (size_t i = from / P; i <= (n - 1) / P; ++i) {
-      if (list[i] == nullptr)
+      if (s_->pages[g][i] == nullptr)
         return FailedPreconditionError("position " + std::to_string(i * P) + " was released by its window");
-      LLAMAY_RETURN_IF_ERROR(Writable(s_, &list[i]));
+      LLAMAY_RETURN_IF_ERROR(Writable(s_, &s_->pages[g][i]));
     }
   return Status::Ok();
 }

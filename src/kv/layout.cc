@@ -90,6 +90,9 @@ Status KvLayout::Validate() const {
   for (const LayerSpec& s : layer_specs)
     if (s.kind == LayerKind::kAttention && s.window > kMaxPositions)
       return InvalidArgumentError("kv layout: window " + std::to_string(s.window) + " beyond the position limit");
+  if (Groups().attention.size() > kMaxAttentionGroups)
+    return InvalidArgumentError("kv layout: more than " + std::to_string(kMaxAttentionGroups) +
+                                " distinct attention windows");
   if (n_attention == 0) return Status::Ok();  // a pure recurrent model: no rows, no pages
   if (n_kv_heads == 0 || n_kv_heads > 4096)
     return InvalidArgumentError("kv layout: n_kv_heads must be 1..4096");

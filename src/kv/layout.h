@@ -34,6 +34,8 @@
 namespace llamay::kv {
 
 inline constexpr uint32_t kDefaultPageTokens = 64;
+// Attention groups one layout may have (full attention plus distinct windows).
+inline constexpr size_t kMaxAttentionGroups = 8;
 // The most positions one context (and one snapshot) may hold.
 inline constexpr uint64_t kMaxPositions = 16u * 1024u * 1024u;
 

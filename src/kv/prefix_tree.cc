@@ -55,9 +55,8 @@ void PrefixTree::Hold(const Page* p, int delta) {
 }
 
 void PrefixTree::Hold(const Context& ctx, int delta) {
-  for (const auto& list : ctx.s_->pages)
-    for (const Page* p : list)
-      if (p != nullptr) Hold(p, delta);
+  for (const Page* p : ctx.s_->pages.flat())
+    if (p != nullptr) Hold(p, delta);
 }
 
 void PrefixTree::ReindexCheckpoint(Node* n) {
@@ -512,9 +511,8 @@ Status PrefixTree::CheckInvariants() const {
       if (!n->ctx.s_->tree_owned) fail("entry context not marked tree-owned");
       if (n->ctx.s_->tokens != path) fail("entry context tokens differ from its path");
       if (n->ctx.s_->state != nullptr || !n->ctx.s_->checkpoints.empty()) fail("entry context holds a state");
-      for (const auto& list : n->ctx.s_->pages)
-        for (const Page* p : list)
-          if (p != nullptr) ++holds[p];
+      for (const Page* p : n->ctx.s_->pages.flat())
+        if (p != nullptr) ++holds[p];
       best = n;
       VictimClass want = n->pinned ? VictimClass::kNone
                                    : (n->children.empty() ? VictimClass::kLeaf : VictimClass::kInterior);
