@@ -137,7 +137,11 @@ void Server::Routes() {
     metric("llamay_kv_pages_shared", "gauge", s.pages_shared, "KV pages shared by more than one context");
     metric("llamay_kv_pages_free", "gauge", s.page_bytes ? s.max_bytes / s.page_bytes - std::min(s.pages_live, s.max_bytes / s.page_bytes) : 0,
            "KV pages the budget still allows");
-    metric("llamay_kv_bytes_live", "gauge", s.bytes_live, "Bytes of live KV pages");
+    metric("llamay_kv_bytes_live", "gauge", s.bytes_live, "Bytes of live KV pages, recurrent states and checkpoints");
+    metric("llamay_kv_recurrent_states_live", "gauge", s.states_live,
+           "Recurrent states held (live slots and checkpoints; hybrid models)");
+    metric("llamay_prefix_tree_checkpoints", "gauge", s.tree_checkpoints,
+           "Recurrent checkpoints owned by prefix-tree nodes (hybrid models)");
     metric("llamay_kv_bytes_budget", "gauge", s.max_bytes, "KV memory budget in bytes");
     metric("llamay_prefix_tree_entries", "gauge", s.tree_entries, "Prefix tree entries");
     metric("llamay_prefix_tree_evictions_total", "counter", s.tree_evictions, "Prefix tree evictions");

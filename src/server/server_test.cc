@@ -383,3 +383,53 @@ TEST(ServerSpm, ASessionContinuedWithTextGetsNoExtraSpace) {
 
 }  // namespace
 }  // namespace llamay::server
+
+namespace llamay::server {
+namespace {
+
+double Metric(const std::string& body, const std::string& name) {
+  const size_t at = body.find("\n" + name + " ");
+  EXPECT_NE(at, std::string::npos) << name;
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
+}
+
+// A sliding-window model's long context holds the pages of its global layer and only the window of its
+// local layers, and /metrics shows it (tiny-gemma3: 5 local layers with a window of 32, 1 global layer).
+TEST(WindowedServer, ALongContextHoldsItsWindowAndMetricsShowIt) {
+  const std::string path = std::string(LLAMAY_SHARED_DIR) + "/ref/models/tiny-gemma3-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  ASSERT_TRUE(tok.ok());
+  auto e = engine::Engine::Create(std::move(*m), std::move(*tok), {});
+  ASSERT_TRUE(e.ok());
+  ServerOptions o;
+  o.port = 0;
+  Server server(e->get(), o);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(120, 0);
+  std::string text;
+  for (int i = 0; i < 70; ++i) text += "Once upon a time there was a little girl who loved to play in the park. ";
+  auto r = client.Post("/v1/contexts", json{{"prompt", text}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const size_t tokens = json::parse(r->body)["tokens"].get<size_t>();
+  ASSERT_GE(tokens, 1000u);
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  const kv::KvLayout& l = (*e)->cache().layout();
+  const size_t P = l.page_tokens, row = l.row_bytes();
+  const size_t global_pages = (tokens + P - 1) / P;  // every position of the global layer
+  const size_t window_pages = 2;                     // 32 positions span at most two 64-token pages
+  // Whatever else holds them (the prefix tree shares the context's pages), no more pages are live.
+  EXPECT_LE(Metric(metrics->body, "llamay_kv_pages_live"), static_cast<double>(global_pages + window_pages));
+  EXPECT_LE(Metric(metrics->body, "llamay_kv_bytes_live"),
+            static_cast<double>(global_pages * 1 * 2 * P * row + window_pages * 5 * 2 * P * row));
+  // Without the windows the five local layers would hold every position too.
+  EXPECT_LT(Metric(metrics->body, "llamay_kv_bytes_live"), static_cast<double>(global_pages * 6 * 2 * P * row) / 3);
+}
+
+}  // namespace
+}  // namespace llamay::server
