@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "kv/cache.h"
@@ -102,6 +103,57 @@ TEST(Concurrency, EvictionRacesAllocation) {
         if (m.context.size() != m.matched) ++unexpected;
         s = m.context.Append(Iota(5));
         if (!s.ok() && s.code() != StatusCode::kResourceExhausted) ++unexpected;
+        if (i % 10 == 0) cache->EvictOne();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(unexpected.load(), 0);
+  ExpectInvariants(*cache);
+  cache->ClearTree();
+  EXPECT_EQ(cache->Stats().arena_slots_out, 0u);
+}
+
+// Hybrid layouts: threads match checkpoints (sharing the cached state), write their own copies, retain
+// (donating), fork and evict, all at once; every matched state must read exactly as it was donated.
+TEST(Concurrency, CheckpointsRaceMatchWriteAndEviction) {
+  KvLayout l = SmallLayout(4);
+  l.n_layers = 3;
+  l.layer_specs = {{LayerKind::kAttention, 0}, {LayerKind::kRecurrent, 0}, {LayerKind::kAttention, 6}};
+  l.recurrent_layer_bytes = 64;
+  auto cache = MakeCache(l, /*arena_pages=*/96, 0, /*tree_max_entries=*/8);
+  std::atomic<int> unexpected{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 150; ++i) {
+        const int32_t base = (t * 1000 + i) % 30;
+        // A state is a function of its tokens here (byte k = first token + length), so whatever checkpoint a
+        // match returns can be checked.
+        auto stamp = [](Context& c) -> bool {
+          auto st = c.MutableState();
+          if (!st.ok()) return st.status().code() == StatusCode::kResourceExhausted;
+          const std::vector<int32_t> tok = c.tokens();
+          std::memset(*st, static_cast<int>((tok.empty() ? 0 : tok[0]) + tok.size()), 64);
+          return c.CommitState(c.size()).ok();
+        };
+        Context c = cache->NewContext();
+        Status s = c.Append(Iota(4, base));
+        if (!s.ok()) {
+          if (s.code() != StatusCode::kResourceExhausted) ++unexpected;
+          continue;
+        }
+        if (!stamp(c) || !c.Checkpoint().ok()) ++unexpected;
+        if (c.Append(Iota(3, base + 4)).ok() && !stamp(c)) ++unexpected;
+        if (!cache->Retain(c).ok()) ++unexpected;
+        MatchResult m = cache->Match(Iota(9, base));
+        if (m.context.size() != m.matched) ++unexpected;
+        if (m.matched != 0) {
+          const uint8_t* st = m.context.StateData();
+          if (st == nullptr || st[0] != static_cast<uint8_t>(base + m.matched)) ++unexpected;
+          Context f = m.context.Fork();
+          if (f.Append(Iota(2)).ok() && !stamp(f)) ++unexpected;
+        }
         if (i % 10 == 0) cache->EvictOne();
       }
     });
