@@ -430,16 +430,23 @@ std::vector<int32_t> PrefixTree::PathTokens(const Node* n) const {
   return out;
 }
 
-std::vector<TreeCheckpointInfo> PrefixTree::Checkpoints() const {
-  std::vector<TreeCheckpointInfo> out;
+void PrefixTree::VisitPaths(const std::function<void(const Node*, const std::vector<int32_t>&)>& f) const {
   std::vector<int32_t> path;
+  // Depth-first, children by ascending key, a node before its descendants.
   auto visit = [&](auto&& self, const Node* n) -> void {
     path.insert(path.end(), n->edge.begin(), n->edge.end());
-    if (n->has_cp()) out.push_back({path, n->cp_tick, n->cp_protected});
+    f(n, path);
     for (auto& [key, child] : n->children) self(self, child.get());
     path.resize(path.size() - n->edge.size());
   };
   visit(visit, root_.get());
+}
+
+std::vector<TreeCheckpointInfo> PrefixTree::Checkpoints() const {
+  std::vector<TreeCheckpointInfo> out;
+  VisitPaths([&](const Node* n, const std::vector<int32_t>& path) {
+    if (n->has_cp()) out.push_back({path, n->cp_tick, n->cp_protected});
+  });
   return out;
 }
 
@@ -457,15 +464,9 @@ std::unordered_map<const Page*, uint32_t> PrefixTree::CheckpointHolds() const {
 
 std::vector<TreeEntryInfo> PrefixTree::Entries() const {
   std::vector<TreeEntryInfo> out;
-  std::vector<int32_t> path;
-  // Depth-first, children by ascending key, an entry before its descendants.
-  auto visit = [&](auto&& self, const Node* n) -> void {
-    path.insert(path.end(), n->edge.begin(), n->edge.end());
+  VisitPaths([&](const Node* n, const std::vector<int32_t>& path) {
     if (n->entry()) out.push_back({path, n->pinned, n->tick});
-    for (auto& [key, child] : n->children) self(self, child.get());
-    path.resize(path.size() - n->edge.size());
-  };
-  visit(visit, root_.get());
+  });
   return out;
 }
 

@@ -22,6 +22,7 @@
 #define LLAMAY_KV_PREFIX_TREE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -108,6 +109,8 @@ class PrefixTree {
   void FixBestUpward(Node* start, Node* removed);
   static Node* BestOf(Node* n);
   std::vector<int32_t> PathTokens(const Node* n) const;
+  // Calls f(node, its path's tokens) for every node, depth-first, children by ascending first token.
+  void VisitPaths(const std::function<void(const Node*, const std::vector<int32_t>&)>& f) const;
 
   Cache* const cache_;
   std::unique_ptr<Node> root_;

@@ -221,6 +221,36 @@ Result<Parsed> Parse(std::span<const uint8_t> b) {
   return out;
 }
 
+void PutHeader(std::vector<uint8_t>* buf, uint32_t version, const KvLayout& layout, KvPrecision disk, uint64_t n,
+               const Digest& weights, std::vector<Section>* sections) {
+  auto put = [&](const void* v, size_t len) {
+    const auto* p = static_cast<const uint8_t*>(v);
+    buf->insert(buf->end(), p, p + len);
+  };
+  auto put32 = [&](uint32_t v) { put(&v, 4); };
+  auto put64 = [&](uint64_t v) { put(&v, 8); };
+  put(kSnapshotMagic, 8);
+  put32(version);
+  put32(0);  // flags
+  put32(layout.n_layers);
+  put32(layout.n_kv_heads);
+  put32(layout.head_dim);
+  put32(static_cast<uint32_t>(disk));
+  put64(n);
+  put32(static_cast<uint32_t>(sections->size()));
+  put32(0);  // reserved
+  put(weights.data(), weights.size());
+  uint64_t offset = kHeaderBytes + kSectionEntryBytes * sections->size();
+  for (Section& sec : *sections) {
+    sec.offset = offset;
+    offset += sec.size;
+    put32(sec.kind);
+    put32(sec.flags);
+    put64(sec.offset);
+    put64(sec.size);
+  }
+}
+
 bool OneFullGroup(const Cache& cache) {
   const StateGroups& g = cache.groups();
   return !g.has_recurrent() && g.attention.size() == 1 && g.attention[0].window == 0;
@@ -252,40 +282,13 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
     buf.clear();
     return st;
   };
-  const uint64_t tokens_off = kHeaderBytes + 2 * kSectionEntryBytes;
   const uint64_t tokens_bytes = n * 4;
   const uint64_t kv_bytes = n * layout.n_layers * 2 * disk_row;
-  uint8_t head[tokens_off] = {};
-  size_t at = 0;
-  auto put = [&](const void* v, size_t len) {
-    std::memcpy(head + at, v, len);
-    at += len;
-  };
-  auto put32 = [&](uint32_t v) { put(&v, 4); };
-  auto put64 = [&](uint64_t v) { put(&v, 8); };
-  put(kSnapshotMagic, 8);
-  put32(1);
-  put32(0);  // flags
-  put32(layout.n_layers);
-  put32(layout.n_kv_heads);
-  put32(layout.head_dim);
-  put32(static_cast<uint32_t>(disk));
-  put64(n);
-  put32(2);  // sections
-  put32(0);  // reserved
-  put(weights.data(), weights.size());
   // Section flags 0: every reader knows the two base sections. kSectionRequired is for later kinds.
-  put32(kSectionTokens);
-  put32(0);
-  put64(tokens_off);
-  put64(tokens_bytes);
-  put32(kSectionKv);
-  put32(0);
-  put64(tokens_off + tokens_bytes);
-  put64(kv_bytes);
-  LLAMAY_CHECK(at == tokens_off);
+  std::vector<Section> secs = {{kSectionTokens, 0, 0, tokens_bytes}, {kSectionKv, 0, 0, kv_bytes}};
+  PutHeader(&buf, 1, layout, disk, n, weights, &secs);
+  const uint64_t tokens_off = buf.size();
   buf.resize(tokens_off + tokens_bytes);
-  std::memcpy(buf.data(), head, tokens_off);
   if (tokens_bytes != 0) std::memcpy(buf.data() + tokens_off, s->tokens.data(), tokens_bytes);
 
   std::vector<float> scratch(elems);

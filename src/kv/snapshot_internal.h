@@ -32,6 +32,17 @@ inline constexpr uint32_t kSectionRequired = 1;     // section flag: a reader th
 inline constexpr size_t kFlushBytes = size_t{1} << 20;
 inline constexpr uint64_t kMaxLogits = uint64_t{1} << 24;
 
+// One entry of the section table.
+struct Section {
+  uint32_t kind = 0, flags = 0;
+  uint64_t offset = 0, size = 0;
+};
+
+// Appends the 80-byte header and the section table to *buf, giving each section its offset (contiguous,
+// in table order, right after the table).
+void PutHeader(std::vector<uint8_t>* buf, uint32_t version, const KvLayout& layout, KvPrecision disk, uint64_t n,
+               const Digest& weights, std::vector<Section>* sections);
+
 // A validated view of a snapshot's bytes (everything but the checksum, which VerifyChecksum checks).
 struct Parsed {
   SnapshotInfo info;

@@ -31,11 +31,6 @@ KvLayout FileLayout(const SnapshotInfo& in) {
 
 namespace {
 
-struct Section {
-  uint32_t kind = 0, flags = 0;
-  uint64_t offset = 0, size = 0;
-};
-
 // The LAYOUT section: [n_layers] x {u32 kind, u32 window}, then u64 recurrent_layer_bytes.
 Status ReadLayerMap(std::span<const uint8_t> sec, SnapshotInfo* in) {
   if (sec.size() != 8 * uint64_t{in->n_layers} + 8)
@@ -204,11 +199,6 @@ Status SnapshotCodec::WriteV2(const Context& ctx, const Digest& weights, ByteSin
   const bool cps = opt.checkpoints && slot != 0;
   if (cps) add(kSectionCheckpoints, 0, 8 + s->checkpoints.size() * (8 + slot));
   if (!opt.logits.empty()) add(kSectionLogits, 0, 8 + 4 * uint64_t{opt.logits.size()});
-  uint64_t offset = kHeaderBytes + kSectionEntryBytes * secs.size();
-  for (Section& sec : secs) {
-    sec.offset = offset;
-    offset += sec.size;
-  }
 
   // 2. Bytes, through one buffer flushed a megabyte at a time with a running CRC.
   std::vector<uint8_t> buf;
@@ -227,23 +217,7 @@ Status SnapshotCodec::WriteV2(const Context& ctx, const Digest& weights, ByteSin
   auto put32 = [&](uint32_t v) { put(&v, 4); };
   auto put64 = [&](uint64_t v) { put(&v, 8); };
   auto maybe_flush = [&]() -> Status { return buf.size() >= kFlushBytes ? flush() : Status::Ok(); };
-  put(kSnapshotMagic, 8);
-  put32(2);
-  put32(0);  // flags
-  put32(layout.n_layers);
-  put32(layout.n_kv_heads);
-  put32(layout.head_dim);
-  put32(static_cast<uint32_t>(disk));
-  put64(n);
-  put32(static_cast<uint32_t>(secs.size()));
-  put32(0);  // reserved
-  put(weights.data(), weights.size());
-  for (const Section& sec : secs) {
-    put32(sec.kind);
-    put32(sec.flags);
-    put64(sec.offset);
-    put64(sec.size);
-  }
+  PutHeader(&buf, 2, layout, disk, n, weights, &secs);
   put(s->tokens.data(), 4 * n);
   for (uint32_t i = 0; i < layout.n_layers; ++i) {
     const LayerSpec spec = layout.spec(i);

@@ -16,46 +16,14 @@
 #include "gguf/gguf.h"
 #include "kv/cache.h"
 #include "model/model.h"
+#include "model/model_test_util.h"
 
 namespace llamay::model {
 namespace {
 
-const std::string kModels = std::string(LLAMAY_SHARED_DIR) + "/ref/models/";
+using namespace test_util;  // NOLINT: the shared model-test helpers
 
 bool HaveRef() { return std::filesystem::exists(kModels + "tiny-gemma3-f32.gguf"); }
-
-std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens = 16,
-                                    kv::KvPrecision p = kv::KvPrecision::kF32, size_t max_bytes = 0) {
-  kv::CacheOptions o;
-  o.layout = m.KvLayoutFor(page_tokens, p);
-  o.max_bytes = max_bytes;
-  auto c = kv::Cache::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return std::move(*c);
-}
-
-// Logits for every token of `tokens` (all) or the last one.
-std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<const int32_t> tokens, bool all = true) {
-  std::vector<float> logits;
-  SeqInput in{&ctx, tokens, all};
-  Status s = m.Forward(std::span(&in, 1), &logits);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return logits;
-}
-
-bool Same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
-  std::vector<int32_t> p = {1};  // BOS
-  uint32_t x = seed;
-  while (p.size() < n) {
-    x = x * 1664525u + 1013904223u;
-    p.push_back(static_cast<int32_t>(3 + (x >> 8) % 509));
-  }
-  return p;
-}
 
 // Non-null entries of a page list.
 size_t Held(const std::vector<const uint8_t*>& pages) {
@@ -103,42 +71,7 @@ TEST(Gemma3HParams, SlidingWindowLayout) {
 // The f32 file without the keys `replaced`, with what `extra` sets, as a model.
 std::unique_ptr<Model> WithKeys(const std::vector<std::string>& replaced,
                                 const std::function<void(gguf::Writer&)>& extra) {
-  auto f = gguf::File::Open(kModels + "tiny-gemma3-f32.gguf");
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
-  gguf::Writer w;
-  for (auto key : f->Keys()) {
-    const std::string k(key);
-    if (std::find(replaced.begin(), replaced.end(), k) != replaced.end()) continue;
-    switch (*f->TypeOf(key)) {
-      case gguf::ValueType::kString:
-        w.SetString(k, *f->GetString(key));
-        break;
-      case gguf::ValueType::kFloat32:
-        w.SetFloat32(k, static_cast<float>(*f->GetFloat(key)));
-        break;
-      case gguf::ValueType::kBool:
-        w.SetBool(k, *f->GetBool(key));
-        break;
-      case gguf::ValueType::kArray:
-        if (*f->ArrayElementType(key) == gguf::ValueType::kString) {
-          auto v = *f->GetStringArray(key);
-          w.SetStringArray(k, std::vector<std::string>(v.begin(), v.end()));
-        } else if (*f->ArrayElementType(key) == gguf::ValueType::kFloat32) {
-          w.SetFloat32Array(k, *f->GetFloatArray(key));
-        } else {
-          auto v = *f->GetIntArray(key);
-          w.SetInt32Array(k, std::vector<int32_t>(v.begin(), v.end()));
-        }
-        break;
-      default:
-        w.SetUint32(k, static_cast<uint32_t>(*f->GetInt(key)));
-        break;
-    }
-  }
-  extra(w);
-  for (const auto& t : f->tensors())
-    EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
-  auto file = gguf::File::FromBuffer(w.Finish());
+  auto file = gguf::File::FromBuffer(RewriteKeys(kModels + "tiny-gemma3-f32.gguf", replaced, extra));
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   auto m = Model::FromFile(std::move(*file));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -340,7 +273,7 @@ TEST_P(Gemma3Determinism, LongDecodeFitsAWindowSizedBudget) {
   auto probe = NewCache(*model_);
   const kv::StateGroups& g = probe->groups();
   const size_t budget = 19 * g.attention[1].page_bytes + 4 * g.attention[0].page_bytes;
-  auto cache = NewCache(*model_, 16, kv::KvPrecision::kF32, budget);
+  auto cache = NewCache(*model_, 16, 0, budget);
   kv::Context ctx = cache->NewContext();
   for (size_t i = 0; i < prompt_.size(); ++i) {
     std::vector<float> logits;

@@ -13,46 +13,14 @@
 #include "gguf/gguf.h"
 #include "kv/cache.h"
 #include "model/model.h"
+#include "model/model_test_util.h"
 
 namespace llamay::model {
 namespace {
 
-const std::string kModels = std::string(LLAMAY_SHARED_DIR) + "/ref/models/";
+using namespace test_util;  // NOLINT: the shared model-test helpers
 
 bool HaveRef() { return std::filesystem::exists(kModels + "tiny-mamba2-f32.gguf"); }
-
-std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens = 16, uint32_t checkpoint_tokens = 0,
-                                    size_t max_bytes = 0) {
-  kv::CacheOptions o;
-  o.layout = m.KvLayoutFor(page_tokens, kv::KvPrecision::kF32, checkpoint_tokens);
-  o.max_bytes = max_bytes;
-  auto c = kv::Cache::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return std::move(*c);
-}
-
-// Logits for every token of `tokens` (all_logits) or the last one.
-std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<const int32_t> tokens, bool all = true) {
-  std::vector<float> logits;
-  SeqInput in{&ctx, tokens, all};
-  Status s = m.Forward(std::span(&in, 1), &logits);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return logits;
-}
-
-bool Same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
-  std::vector<int32_t> p = {1};  // BOS
-  uint32_t x = seed;
-  while (p.size() < n) {
-    x = x * 1664525u + 1013904223u;
-    p.push_back(static_cast<int32_t>(3 + (x >> 8) % 509));
-  }
-  return p;
-}
 
 TEST(RecurrentHParams, MambaAndGraniteGeometry) {
   if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
@@ -133,41 +101,7 @@ TEST(RecurrentHParams, Qwen35Geometry) {
 
 // The file at `path` with the keys `extra` sets added (or replaced), as a GGUF buffer.
 std::vector<uint8_t> WithKeys(const std::string& path, const std::function<void(gguf::Writer&)>& extra) {
-  auto f = gguf::File::Open(path);
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
-  gguf::Writer w;
-  for (auto key : f->Keys()) {
-    const std::string k(key);
-    switch (*f->TypeOf(key)) {
-      case gguf::ValueType::kString:
-        w.SetString(k, *f->GetString(key));
-        break;
-      case gguf::ValueType::kFloat32:
-        w.SetFloat32(k, static_cast<float>(*f->GetFloat(key)));
-        break;
-      case gguf::ValueType::kBool:
-        w.SetBool(k, *f->GetBool(key));
-        break;
-      case gguf::ValueType::kArray:
-        if (*f->ArrayElementType(key) == gguf::ValueType::kString) {
-          auto v = *f->GetStringArray(key);
-          w.SetStringArray(k, std::vector<std::string>(v.begin(), v.end()));
-        } else if (*f->ArrayElementType(key) == gguf::ValueType::kFloat32) {
-          w.SetFloat32Array(k, *f->GetFloatArray(key));
-        } else {
-          auto v = *f->GetIntArray(key);
-          w.SetInt32Array(k, std::vector<int32_t>(v.begin(), v.end()));
-        }
-        break;
-      default:
-        w.SetUint32(k, static_cast<uint32_t>(*f->GetInt(key)));
-        break;
-    }
-  }
-  extra(w);
-  for (const auto& t : f->tensors())
-    EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
-  return w.Finish();
+  return RewriteKeys(path, {}, extra);
 }
 
 // Granite's optional keys reach the forward pass: scalings by exact factors (1, a power of two) give exact

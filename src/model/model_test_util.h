@@ -1,0 +1,101 @@
+// Helpers shared by the model tests that run the reference models of ../shared/ref/models: a cache for a
+// model, one forward step, exact comparison, deterministic prompts, and a GGUF copied with keys changed.
+#ifndef LLAMAY_MODEL_MODEL_TEST_UTIL_H_
+#define LLAMAY_MODEL_MODEL_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kv/cache.h"
+#include "model/model.h"
+
+namespace llamay::model::test_util {
+
+inline const std::string kModels = std::string(LLAMAY_SHARED_DIR) + "/ref/models/";
+
+inline std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens = 16, uint32_t checkpoint_tokens = 0,
+                                           size_t max_bytes = 0, kv::KvPrecision p = kv::KvPrecision::kF32) {
+  kv::CacheOptions o;
+  o.layout = m.KvLayoutFor(page_tokens, p, checkpoint_tokens);
+  o.max_bytes = max_bytes;
+  auto c = kv::Cache::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(*c);
+}
+
+// Logits for every token of `tokens` (all) or the last one, in one forward step.
+inline std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<const int32_t> tokens, bool all = true) {
+  std::vector<float> logits;
+  SeqInput in{&ctx, tokens, all};
+  Status s = m.Forward(std::span(&in, 1), &logits);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return logits;
+}
+
+inline bool Same(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// BOS, then n - 1 pseudo-random ids of a 512-token vocabulary (no control tokens).
+inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
+  std::vector<int32_t> p = {1};
+  uint32_t x = seed;
+  while (p.size() < n) {
+    x = x * 1664525u + 1013904223u;
+    p.push_back(static_cast<int32_t>(3 + (x >> 8) % 509));
+  }
+  return p;
+}
+
+// The GGUF at `path` without the keys `dropped`, with what `extra` sets, as a buffer.
+inline std::vector<uint8_t> RewriteKeys(const std::string& path, const std::vector<std::string>& dropped,
+                                        const std::function<void(gguf::Writer&)>& extra) {
+  auto f = gguf::File::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  gguf::Writer w;
+  for (auto key : f->Keys()) {
+    const std::string k(key);
+    if (std::find(dropped.begin(), dropped.end(), k) != dropped.end()) continue;
+    switch (*f->TypeOf(key)) {
+      case gguf::ValueType::kString:
+        w.SetString(k, *f->GetString(key));
+        break;
+      case gguf::ValueType::kFloat32:
+        w.SetFloat32(k, static_cast<float>(*f->GetFloat(key)));
+        break;
+      case gguf::ValueType::kBool:
+        w.SetBool(k, *f->GetBool(key));
+        break;
+      case gguf::ValueType::kArray:
+        if (*f->ArrayElementType(key) == gguf::ValueType::kString) {
+          auto v = *f->GetStringArray(key);
+          w.SetStringArray(k, std::vector<std::string>(v.begin(), v.end()));
+        } else if (*f->ArrayElementType(key) == gguf::ValueType::kFloat32) {
+          w.SetFloat32Array(k, *f->GetFloatArray(key));
+        } else {
+          auto v = *f->GetIntArray(key);
+          w.SetInt32Array(k, std::vector<int32_t>(v.begin(), v.end()));
+        }
+        break;
+      default:
+        w.SetUint32(k, static_cast<uint32_t>(*f->GetInt(key)));
+        break;
+    }
+  }
+  extra(w);
+  for (const auto& t : f->tensors())
+    EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
+  return w.Finish();
+}
+
+}  // namespace llamay::model::test_util
+
+#endif  // LLAMAY_MODEL_MODEL_TEST_UTIL_H_
