@@ -4,6 +4,8 @@
 // the results are in docs/benchmarks.md ("Engine").
 //
 //   engine_bench [--section restore,trace,bestof,clients] [--quick] [--reps R] [--threads T] [...]
+//   engine_bench --hybrid [--quick] [--threads T] [--hybrid-history 2048,4096,8192] [...]: the hybrid model's
+//     checkpoint benchmarks instead (hybrid_bench.h; docs/benchmarks.md, "Hybrid checkpoints")
 //
 // Every section also checks invariants (restored logits bit-identical, cached-token counts, determinism
 // across batch compositions); any failure makes the program exit with status 1. Token ids are random with
@@ -33,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "bench/hybrid_bench.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "kv/cache.h"
@@ -80,6 +83,9 @@ struct Options {
   size_t client_prompt = 200;
   int client_tokens = 64;
   std::string dir;  // snapshot files; empty: a fresh temporary directory
+  // --hybrid: the hybrid benchmarks (hybrid_bench.h) instead of the sections above.
+  bool hybrid = false;
+  HybridOptions hy;
 };
 
 [[noreturn]] void Usage(const char* msg, int exit_code = 2) {
@@ -90,7 +96,10 @@ struct Options {
                "  [--agents A] [--turns T] [--system N] [--turn-tokens N] [--trace-gen N] [--trace-modes on,off]\n"
                "  [--trace-reps R] [--trace-off-turns 0,3,6,9|all]\n"
                "  [--bestof-prefix N] [--bestof-n N] [--bestof-tokens N] [--clients N] [--client-requests K]\n"
-               "  [--client-prompt N] [--client-tokens N] [--dir DIR]\n",
+               "  [--client-prompt N] [--client-tokens N] [--dir DIR]\n"
+               "   or: engine_bench --hybrid [--quick] [--threads T] [--hybrid-history 2048,4096,8192]\n"
+               "  [--hybrid-reps R] [--hybrid-system N] [--hybrid-turn-tokens N] [--hybrid-gen N]\n"
+               "  [--hybrid-fork-tokens N] [--hybrid-branches 1,4,16] [--hybrid-fork-reps R]\n",
                msg);
   std::exit(exit_code);
 }
@@ -129,9 +138,21 @@ Options ParseOptions(int argc, char** argv) {
       o.client_prompt = 64;
       o.client_tokens = 16;
     }
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--hybrid") {
+      o.hybrid = true;
+      if (o.quick) {  // a smoke run: about a minute
+        o.hy.history = {512, 1024};
+        o.hy.reps = 2;
+        o.hy.system_tokens = 200;
+        o.hy.turn_tokens = 100;
+        o.hy.fork_tokens = 512;
+        o.hy.fork_reps = 2;
+      }
+    }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") continue;
+    if (a == "--quick" || a == "--hybrid") continue;
     if (a == "--help" || a == "-h") {
       Usage("engine-level benchmarks (docs/benchmarks.md, \"Engine\")", 0);
     }
@@ -195,6 +216,25 @@ Options ParseOptions(int argc, char** argv) {
       o.client_prompt = static_cast<size_t>(std::max(1L, num()));
     } else if (a == "--client-tokens") {
       o.client_tokens = static_cast<int>(std::max(1L, num()));
+    } else if (a == "--hybrid-history") {
+      o.hy.history.clear();
+      for (const auto& s : SplitList(v)) o.hy.history.push_back(std::stoul(s));
+      if (o.hy.history.empty()) Usage("--hybrid-history needs a length");
+    } else if (a == "--hybrid-reps") {
+      o.hy.reps = static_cast<int>(std::max(1L, num()));
+    } else if (a == "--hybrid-system") {
+      o.hy.system_tokens = static_cast<size_t>(std::max(1L, num()));
+    } else if (a == "--hybrid-turn-tokens") {
+      o.hy.turn_tokens = static_cast<size_t>(std::max(1L, num()));
+    } else if (a == "--hybrid-gen") {
+      o.hy.gen = static_cast<int>(std::max(1L, num()));
+    } else if (a == "--hybrid-fork-tokens") {
+      o.hy.fork_tokens = static_cast<size_t>(std::max(1L, num()));
+    } else if (a == "--hybrid-branches") {
+      o.hy.branches.clear();
+      for (const auto& s : SplitList(v)) o.hy.branches.push_back(std::max(1, std::stoi(s)));
+    } else if (a == "--hybrid-fork-reps") {
+      o.hy.fork_reps = static_cast<int>(std::max(1L, num()));
     } else if (a == "--dir") {
       o.dir = v;
     } else {
@@ -1002,8 +1042,17 @@ std::string LoadAverage() {
 }
 
 int Main(int argc, char** argv) {
-  const Options o = ParseOptions(argc, argv);
+  Options o = ParseOptions(argc, argv);
   const auto start = Clock::now();
+  if (o.hybrid) {
+    o.hy.threads = o.threads;
+    std::fprintf(stderr, "engine_bench: load average %s\n", LoadAverage().c_str());
+    const int failures = RunHybridBench(o.hy);
+    std::printf("\nTotal %.1f s; load average at the end %s; checks failed: %d\n", Ms(Clock::now() - start) / 1000,
+                LoadAverage().c_str(), failures);
+    if (failures > 0) std::fprintf(stderr, "engine_bench: %d check(s) failed\n", failures);
+    return failures > 0 ? 1 : 0;
+  }
   std::fprintf(stderr, "engine_bench: load average %s; building the synthetic Q8_0 peer-shape model...\n",
                LoadAverage().c_str());
   ModelSource src;

@@ -19,6 +19,12 @@ for args in "-r 0" "-p -1" "-n -5" "-t -1"; do
   set -e
   [ "$rc" -eq 2 ] || { echo "bench $args: exit $rc, want 2"; exit 1; }
 done
+# A synthetic model's --arch is llama or granitehybrid; anything else is a user error, found before building.
+set +e
+"$bin" bench --synthetic q8_0 --arch bogus -p 8 -n 0 -r 1 >/dev/null 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { echo "bench --arch bogus: exit $rc, want 2"; exit 1; }
 # LLAMAY_ISA caps the kernels' level and the run says which level it used; a bad value is reported and ignored.
 err=$(LLAMAY_ISA=scalar "$bin" bench -m "$model" -p 8 -n 0 -r 1 2>&1 >/dev/null)
 grep -q 'scalar kernels' <<<"$err" || { echo "LLAMAY_ISA=scalar not applied: $err"; exit 1; }

@@ -42,12 +42,16 @@ class Builder {
     }
     return w_.AddTensor(name, {cols, rows}, spec_.type, data);
   }
-  Status Norm(const std::string& name, uint32_t n) {
+  Status Norm(const std::string& name, uint32_t n) { return Vector(name, {n}, 1.0f, 0.1f); }
+  // An f32 tensor of `dims` (GGUF order, innermost first), uniform in [center - half, center + half).
+  Status Vector(const std::string& name, std::vector<int64_t> dims, float center, float half) {
+    size_t n = 1;
+    for (int64_t d : dims) n *= static_cast<size_t>(d);
     std::vector<float> v(n);
-    for (auto& x : v) x = 1.0f + 0.1f * rng_.Symmetric();
+    for (auto& x : v) x = center + half * rng_.Symmetric();
     std::vector<uint8_t> b(n * 4);
     std::memcpy(b.data(), v.data(), b.size());
-    return w_.AddTensor(name, {n}, TensorType::kF32, b);
+    return w_.AddTensor(name, std::move(dims), TensorType::kF32, b);
   }
   gguf::Writer& writer() { return w_; }
 
@@ -88,6 +92,47 @@ void AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
               "{% endif %}");
 }
 
+bool IsAttention(const SyntheticSpec& spec, uint32_t layer) {
+  return spec.arch == SyntheticArch::kLlama || layer % spec.attention_every == spec.attention_every - 1;
+}
+
+Status CheckSpec(const SyntheticSpec& spec) {
+  const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
+  if (spec.n_vocab < min_vocab) return InvalidArgumentError("synthetic model: vocab below " + std::to_string(min_vocab));
+  if (spec.n_head == 0 || spec.n_embd % spec.n_head != 0 || spec.n_head_kv == 0 || spec.n_head % spec.n_head_kv != 0)
+    return InvalidArgumentError("synthetic model: heads must divide the embedding and each other");
+  if (!kernels::CanDequantize(spec.type) || spec.n_embd % kernels::TypeBlockSize(spec.type) != 0 ||
+      spec.n_ff % kernels::TypeBlockSize(spec.type) != 0)
+    return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
+                                " does not fit the shape");
+  if (spec.arch == SyntheticArch::kLlama) return Status::Ok();
+  if (spec.attention_every == 0) return InvalidArgumentError("synthetic model: attention_every must be positive");
+  if (spec.ssm_n_head == 0 || spec.ssm_d_inner % spec.ssm_n_head != 0 || spec.ssm_n_group == 0 ||
+      spec.ssm_n_head % spec.ssm_n_group != 0 || spec.ssm_d_state == 0 || spec.ssm_d_conv < 2)
+    return InvalidArgumentError("synthetic model: the ssm heads must divide d_inner and the groups the heads");
+  if (spec.ssm_d_inner % kernels::TypeBlockSize(spec.type) != 0)
+    return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
+                                " does not fit ssm d_inner " + std::to_string(spec.ssm_d_inner));
+  return Status::Ok();
+}
+
+// A Mamba-2 mixer's tensors (shapes as weights.cc binds them: [rows][cols]). Values follow Mamba-2's
+// initialisation in spirit, without libm: A = -exp(A_log) drawn directly in [-16, -1], dt bias around
+// softplus^-1(0.03), D near 1.
+Status AddMamba2(Builder& b, const std::string& p, const SyntheticSpec& spec) {
+  const uint32_t E = spec.n_embd, DI = spec.ssm_d_inner, H = spec.ssm_n_head, G = spec.ssm_n_group;
+  const uint32_t C = DI + 2 * G * spec.ssm_d_state;  // conv channels: x, B, C
+  LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ssm_in.weight", DI + C + H, E));  // z | xBC | dt
+  const float conv_half = std::sqrt(3.0f / static_cast<float>(spec.ssm_d_conv));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_conv1d.weight", {spec.ssm_d_conv, C}, 0.0f, conv_half));  // [C][K]
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_conv1d.bias", {C}, 0.0f, 0.1f));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_dt.bias", {H}, -3.5f, 1.0f));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_a", {1, H}, -8.5f, 7.5f));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_d", {1, H}, 1.0f, 0.1f));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_norm.weight", {DI / G, G}, 1.0f, 0.1f));  // [G][DI/G]
+  return b.Matrix(p + "ssm_out.weight", E, DI);
+}
+
 }  // namespace
 
 SyntheticSpec PeerShape(TensorType type) {
@@ -97,29 +142,49 @@ SyntheticSpec PeerShape(TensorType type) {
   return s;
 }
 
+SyntheticSpec HybridShape(TensorType type) {
+  SyntheticSpec s;
+  s.arch = SyntheticArch::kGraniteHybrid;
+  s.name = "llamay-hybrid-290m";
+  s.n_layer = 16;
+  s.n_head = 16;
+  s.n_head_kv = 4;
+  s.type = type;
+  return s;
+}
+
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
-  const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
-  if (spec.n_vocab < min_vocab) return InvalidArgumentError("synthetic model: vocab below " + std::to_string(min_vocab));
-  if (spec.n_head == 0 || spec.n_embd % spec.n_head != 0 || spec.n_head_kv == 0 || spec.n_head % spec.n_head_kv != 0)
-    return InvalidArgumentError("synthetic model: heads must divide the embedding and each other");
-  if (!kernels::CanDequantize(spec.type) || spec.n_embd % kernels::TypeBlockSize(spec.type) != 0 ||
-      spec.n_ff % kernels::TypeBlockSize(spec.type) != 0)
-    return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
-                                " does not fit the shape");
+  LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
+  const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
+  const std::string arch = hybrid ? "granitehybrid" : "llama";
+  const std::string a = arch + ".";
   const uint32_t head_dim = spec.n_embd / spec.n_head;
   Builder b(spec);
   gguf::Writer& w = b.writer();
-  w.SetString("general.architecture", "llama");
+  w.SetString("general.architecture", arch);
   w.SetString("general.name", spec.name);
-  w.SetUint32("llama.context_length", 4096);
-  w.SetUint32("llama.embedding_length", spec.n_embd);
-  w.SetUint32("llama.block_count", spec.n_layer);
-  w.SetUint32("llama.feed_forward_length", spec.n_ff);
-  w.SetUint32("llama.attention.head_count", spec.n_head);
-  w.SetUint32("llama.attention.head_count_kv", spec.n_head_kv);
-  w.SetUint32("llama.rope.dimension_count", head_dim);
-  w.SetFloat32("llama.rope.freq_base", 10000.0f);
-  w.SetFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.SetUint32(a + "context_length", hybrid ? 32768 : 4096);
+  w.SetUint32(a + "embedding_length", spec.n_embd);
+  w.SetUint32(a + "block_count", spec.n_layer);
+  w.SetUint32(a + "feed_forward_length", spec.n_ff);
+  w.SetUint32(a + "attention.head_count", spec.n_head);
+  if (hybrid) {  // per layer, 0 marking a Mamba-2 layer
+    std::vector<int32_t> kv(spec.n_layer);
+    for (uint32_t i = 0; i < spec.n_layer; ++i) kv[i] = IsAttention(spec, i) ? static_cast<int32_t>(spec.n_head_kv) : 0;
+    w.SetInt32Array(a + "attention.head_count_kv", kv);
+  } else {
+    w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
+  }
+  w.SetUint32(a + "rope.dimension_count", head_dim);
+  w.SetFloat32(a + "rope.freq_base", 10000.0f);
+  w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (hybrid) {
+    w.SetUint32(a + "ssm.conv_kernel", spec.ssm_d_conv);
+    w.SetUint32(a + "ssm.inner_size", spec.ssm_d_inner);
+    w.SetUint32(a + "ssm.state_size", spec.ssm_d_state);
+    w.SetUint32(a + "ssm.time_step_rank", spec.ssm_n_head);
+    w.SetUint32(a + "ssm.group_count", spec.ssm_n_group);
+  }
   AddVocabulary(w, spec);
   LLAMAY_RETURN_IF_ERROR(b.Matrix("token_embd.weight", spec.n_vocab, spec.n_embd, std::sqrt(static_cast<float>(spec.n_embd)) * 0.5f));
   LLAMAY_RETURN_IF_ERROR(b.Norm("output_norm.weight", spec.n_embd));
@@ -127,10 +192,14 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   for (uint32_t i = 0; i < spec.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_norm.weight", spec.n_embd));
-    LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", spec.n_head * head_dim, spec.n_embd));
-    LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
-    LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
-    LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
+    if (IsAttention(spec, i)) {
+      LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", spec.n_head * head_dim, spec.n_embd));
+      LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
+      LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
+      LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
+    } else {
+      LLAMAY_RETURN_IF_ERROR(AddMamba2(b, p, spec));
+    }
     LLAMAY_RETURN_IF_ERROR(b.Norm(p + "ffn_norm.weight", spec.n_embd));
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", spec.n_ff, spec.n_embd));
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", spec.n_ff, spec.n_embd));

@@ -1,9 +1,16 @@
-// Synthetic llama-architecture GGUF models with deterministic weights, built by llamay's own code: the
-// built-in demo model, and models of a chosen shape and weight type for benchmarks (the peer shape of
-// ../shared/ref/README.md: vocab 32000, dim 1024, 8 layers, 16 heads / 8 KV heads, ffn 2816).
+// Synthetic GGUF models with deterministic weights, built by llamay's own code: the built-in demo model,
+// and models of a chosen shape and weight type for benchmarks. Two architectures:
+//   - llama (the default): the peer shape of ../shared/ref/README.md (vocab 32000, dim 1024, 8 layers,
+//     16 heads / 8 KV heads, ffn 2816), or any shape;
+//   - granitehybrid (Granite 4.0-H's layer mix): layer l is GQA attention when l % attention_every ==
+//     attention_every - 1 and a Mamba-2 mixer otherwise (attention.head_count_kv is an array with 0 for the
+//     Mamba-2 layers); a SwiGLU FFN in every layer; no Granite scalings (all absent), rope on.
 //
 // Weights are uniform with variance 1/fan_in from an integer PRNG (no libm), so the bytes are identical on
-// every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms are f32.
+// every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms and the
+// Mamba-2 vectors (conv kernel [C][d_conv], conv bias [C], dt bias [H], A [H] in [-16, -1], D [H], group
+// norm [G][d_inner/G]) are f32. The llama path writes exactly the bytes it always wrote (the demo model's
+// weight digest is in golden snapshots).
 // Thread-safety: pure functions.
 #ifndef LLAMAY_MODEL_SYNTHETIC_MODEL_H_
 #define LLAMAY_MODEL_SYNTHETIC_MODEL_H_
@@ -17,7 +24,10 @@
 
 namespace llamay::model {
 
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid };
+
 struct SyntheticSpec {
+  SyntheticArch arch = SyntheticArch::kLlama;
   std::string name = "llamay-synthetic";
   uint32_t n_vocab = 32000;  // at least 3 + the byte tokens
   uint32_t n_embd = 1024;
@@ -29,10 +39,24 @@ struct SyntheticSpec {
   // Byte tokens for newline and printable ASCII only (the demo model), instead of all 256 bytes.
   bool ascii_bytes_only = false;
   uint64_t seed = 0x11A3A7;
+  // granitehybrid only: which layers are attention (see the header comment), and the Mamba-2 geometry
+  // (ssm.* keys): d_inner = ssm_n_head * head size, ssm_n_group divides ssm_n_head.
+  uint32_t attention_every = 4;
+  uint32_t ssm_d_inner = 2048;
+  uint32_t ssm_d_state = 128;
+  uint32_t ssm_n_head = 32;
+  uint32_t ssm_n_group = 1;
+  uint32_t ssm_d_conv = 4;
 };
 
 // The peer model's shape (see the header comment) in `type`.
 SyntheticSpec PeerShape(TensorType type);
+
+// The hybrid benchmark shape (about 290M parameters, Granite 4.0-H's mix at a small width): granitehybrid,
+// vocab 32000, dim 1024, 16 layers of which 3, 7, 11 and 15 are attention (16 heads / 4 KV heads of 64),
+// the other 12 Mamba-2 (d_inner 2048, 32 heads of 64, d_state 128, 1 group, d_conv 4), ffn 2816, in
+// `type`. Its recurrent state is 12 x 1.03 MiB per sequence.
+SyntheticSpec HybridShape(TensorType type);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

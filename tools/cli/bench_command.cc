@@ -21,7 +21,8 @@ using Clock = std::chrono::steady_clock;
 
 struct BenchOptions {
   std::string model;
-  std::string synthetic;  // weight type of a synthetic peer-shape model, e.g. "q8_0"
+  std::string synthetic;  // weight type of a synthetic model, e.g. "q8_0"
+  std::string arch = "llama";  // of the synthetic model: llama (the peer shape) or granitehybrid (HybridShape)
   int pp = 512;
   int tg = 128;
   int reps = 5;
@@ -62,13 +63,17 @@ int RunBench(const BenchOptions& o) {
   if (!o.synthetic.empty()) {
     auto type = ParseType(o.synthetic);
     if (!type.ok()) return Fail(type.status(), kExitBadInput);
-    std::fprintf(stderr, "building a synthetic %s model of the peer shape...\n", o.synthetic.c_str());
-    auto bytes = model::BuildSyntheticModel(model::PeerShape(*type));
+    const bool hybrid = o.arch == "granitehybrid";
+    if (!hybrid && o.arch != "llama")
+      return Fail(InvalidArgumentError("--arch must be llama or granitehybrid"), kExitBadInput);
+    std::fprintf(stderr, "building a synthetic %s model of the %s shape...\n", o.synthetic.c_str(),
+                 hybrid ? "hybrid" : "peer");
+    auto bytes = model::BuildSyntheticModel(hybrid ? model::HybridShape(*type) : model::PeerShape(*type));
     if (!bytes.ok()) return Fail(bytes.status(), kExitBadInput);
     auto f = gguf::File::FromBuffer(std::move(*bytes));
     if (!f.ok()) return Fail(f.status(), kExitFailure);
     m = model::Model::FromFile(std::move(*f), o.threads);
-    label = "llama peer-160M " + o.synthetic + " (synthetic)";
+    label = (hybrid ? "granitehybrid 290M " : "llama peer-160M ") + o.synthetic + " (synthetic)";
   } else if (!o.model.empty()) {
     m = model::Model::Load(o.model, o.threads);
     label = o.model.substr(o.model.rfind('/') + 1);
@@ -141,6 +146,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* b = app.add_subcommand("bench", "Prompt processing and generation speed (median of repetitions)");
   b->add_option("-m,--model", o->model, "GGUF model");
   b->add_option("--synthetic", o->synthetic, "Instead of -m: a synthetic model of the peer shape in this weight type");
+  b->add_option("--arch", o->arch,
+                "With --synthetic: llama (the peer shape) or granitehybrid (16 layers, every 4th attention, "
+                "the others Mamba-2)")
+      ->capture_default_str();
   b->add_option("-p,--n-prompt", o->pp, "Prompt tokens (pp test; 0 skips)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
