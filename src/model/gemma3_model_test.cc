@@ -15,6 +15,7 @@
 
 #include "gguf/gguf.h"
 #include "kv/cache.h"
+#include "kv/snapshot.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 
@@ -218,6 +219,24 @@ TEST_P(Gemma3Determinism, IndependentOfBatchComposition) {
 
 // A fork of a long context (sharing its held window pages and its null released entries) continues as
 // its parent does, alone and decoded together with siblings, and neither sees the other's writes.
+// A snapshot (the window only, for the local layers) restored into another page size continues bit for bit
+// like the original.
+TEST_P(Gemma3Determinism, SnapshotRestoreContinuesExactly) {
+  auto cache = NewCache(*model_);
+  kv::Context ctx = cache->NewContext();
+  const std::vector<int32_t> prompt = Prompt(200, 11);
+  Steps(*model_, ctx, prompt);
+  auto bytes = kv::SnapshotToBytes(ctx, model_->weight_digest());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto other = NewCache(*model_, 40);
+  auto restored = kv::RestoreSnapshot(*other, *bytes, model_->weight_digest());
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  for (int32_t t : {40, 41, 42}) {
+    const std::vector<int32_t> one = {t};
+    EXPECT_TRUE(Same(Steps(*model_, ctx, one), Steps(*model_, *restored, one))) << "token " << t;
+  }
+}
+
 TEST_P(Gemma3Determinism, ForkContinuesLikeItsParent) {
   auto cache = NewCache(*model_);
   kv::Context parent = cache->NewContext(), twin = cache->NewContext();

@@ -12,6 +12,7 @@
 
 #include "gguf/gguf.h"
 #include "kv/cache.h"
+#include "kv/snapshot.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
 
@@ -261,6 +262,28 @@ TEST_P(RecurrentDeterminism, ForkContinuesLikeItsParent) {
 
 // A forward that ends on the checkpoint grid leaves a checkpoint; rolling back to it and recomputing gives
 // the same bits, while a rollback into the state without a checkpoint is refused and changes nothing.
+// A snapshot restored into another page size and checkpoint grid continues bit for bit like the original,
+// its checkpoints included.
+TEST_P(RecurrentDeterminism, SnapshotRestoreContinuesExactly) {
+  auto cache = NewCache(*model_, 16, 32);
+  kv::Context ctx = cache->NewContext();
+  Steps(*model_, ctx, std::span(prompt_).first(64));
+  Steps(*model_, ctx, std::span(prompt_).subspan(64, 41));  // 105 positions, checkpoints at 32 and 64
+  kv::SnapshotOptions o;
+  o.checkpoints = true;
+  auto bytes = kv::SnapshotToBytes(ctx, model_->weight_digest(), o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto other = NewCache(*model_, 48, 96);  // another page size and checkpoint grid
+  auto restored = kv::RestoreSnapshot(*other, *bytes, model_->weight_digest());
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  const std::vector<int32_t> more = {40, 41, 42, 43};
+  EXPECT_TRUE(Same(Steps(*model_, ctx, more), Steps(*model_, *restored, more)));
+  // The restored checkpoints are real: rolling both back to 64 and recomputing agrees too.
+  ASSERT_TRUE(ctx.Rollback(64).ok());
+  ASSERT_TRUE(restored->Rollback(64).ok());
+  EXPECT_TRUE(Same(Steps(*model_, ctx, more), Steps(*model_, *restored, more)));
+}
+
 TEST_P(RecurrentDeterminism, RollbackToACheckpointRecomputesExactly) {
   auto cache = NewCache(*model_, 16, 32);
   kv::Context ctx = cache->NewContext();
