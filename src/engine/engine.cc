@@ -36,6 +36,13 @@ struct Engine::Seq {
   int32_t last = -1;        // the last sampled token, not yet run through the model
   bool prefilled = false;   // the prompt has been processed
   bool done = false;
+  // Request::prompt_logprobs: entry i is prompt[i + 1]'s, filled as the prefill computes the position
+  // before it; the prompt starts at context position `prompt_base`, and its positions [0, lp_next) have
+  // been captured (so a resumed prefill may reuse them from the tree, and no more).
+  std::vector<PromptLogprob> prompt_lps;
+  size_t prompt_base = 0;
+  size_t lp_next = 0;
+  bool wants_prompt_logprobs() const { return req.prompt_logprobs >= 0 && !prefilled; }
 };
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
@@ -100,6 +107,15 @@ void Engine::Cancel(uint64_t id) {
   cv_.notify_all();
 }
 
+void Engine::CancelAll() {
+  {
+    std::lock_guard l(mu_);
+    // Every id issued so far: the scheduler finishes those running; those queued end when admitted.
+    cancel_all_below_ = next_id_;
+  }
+  cv_.notify_all();
+}
+
 size_t Engine::queue_depth() const {
   std::lock_guard l(mu_);
   return queue_.size();
@@ -112,11 +128,12 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
-Result<Completion> Engine::Generate(Request request, bool keep_context) {
+Result<Completion> Engine::Generate(Request request, bool keep_context, const std::function<bool()>& stop) {
   auto done = std::make_shared<std::promise<Result<Completion>>>();
   auto result = std::make_shared<Completion>();
   Result<uint64_t> id = Submit(std::move(request), [done, result, keep_context](Event& e) {
     if (e.token >= 0) result->tokens.push_back(e.token);
+    if (!e.prompt_logprobs.empty()) result->prompt_logprobs = std::move(e.prompt_logprobs);
     if (!e.finished) return true;
     if (e.reason == FinishReason::kError) {
       done->set_value(e.error);
@@ -132,13 +149,23 @@ Result<Completion> Engine::Generate(Request request, bool keep_context) {
     return true;
   });
   if (!id.ok()) return id.status();
-  return done->get_future().get();
+  std::future<Result<Completion>> f = done->get_future();
+  if (stop) {
+    while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (stop()) {
+        Cancel(*id);
+        break;
+      }
+    }
+  }
+  return f.get();
 }
 
 void Engine::Loop() {
   for (;;) {
     std::vector<std::unique_ptr<Seq>> incoming;
     std::vector<uint64_t> cancelled;
+    uint64_t cancel_below = 0;
     {
       std::unique_lock l(mu_);
       cv_.wait(l, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
@@ -154,10 +181,12 @@ void Engine::Loop() {
         queue_.pop_front();
       }
       cancelled.swap(cancelled_);
+      cancel_below = cancel_all_below_;
     }
     for (auto& s : incoming) Admit(std::move(s));
     for (auto& s : active_)
-      if (!s->done && std::find(cancelled.begin(), cancelled.end(), s->id) != cancelled.end())
+      if (!s->done &&
+          (s->id < cancel_below || std::find(cancelled.begin(), cancelled.end(), s->id) != cancelled.end()))
         Finish(*s, FinishReason::kCancelled);
     if (!cancelled.empty()) {  // ids still queued are cancelled when they are admitted
       std::lock_guard l(mu_);
@@ -201,14 +230,18 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
     if (!CanRollBack()) s.session_fork = s.ctx.Fork();
   } else {
     if (r.prompt.empty()) return Finish(s, FinishReason::kError, InvalidArgumentError("empty prompt"));
-    // Reuse the longest computed prefix, keeping at least one token to compute logits from.
-    kv::MatchResult m = cache_->Match(std::span(r.prompt.data(), r.prompt.size() - 1));
+    // Reuse the longest computed prefix, keeping at least one token to compute logits from; prompt
+    // logprobs need the logits of every position from the first, which the tree does not keep.
+    kv::MatchResult m = r.prompt_logprobs >= 0 ? kv::MatchResult{cache_->NewContext(), 0}
+                                               : cache_->Match(std::span(r.prompt.data(), r.prompt.size() - 1));
     s.ctx = std::move(m.context);
     s.usage.cached_tokens = m.matched;
     s.pending.assign(r.prompt.begin() + static_cast<long>(m.matched), r.prompt.end());
   }
   s.history.insert(s.history.end(), r.prompt.begin(), r.prompt.end());
   s.usage.prompt_tokens = s.usage.cached_tokens + s.pending.size();
+  s.prompt_base = s.session ? s.session_base : 0;
+  if (r.prompt_logprobs >= 0 && !r.prompt.empty()) s.prompt_lps.resize(r.prompt.size() - 1);
   if (s.pending.empty()) {  // a session continued with no new tokens: nothing to compute logits from
     return Finish(s, r.max_tokens == 0 ? FinishReason::kLength : FinishReason::kError,
                   r.max_tokens == 0 ? Status::Ok() : InvalidArgumentError("no new tokens to continue from"));
@@ -225,7 +258,7 @@ void Engine::Step() {
     if (s.done || s.pending.empty() || budget == 0) continue;
     const size_t n = ChunkEnd(s.ctx.size(), std::min({s.pending.size(), options_.prefill_chunk, budget}));
     seqs.push_back(&s);
-    inputs.push_back({&s.ctx, std::span(s.pending.data(), n), false});
+    inputs.push_back({&s.ctx, std::span(s.pending.data(), n), s.wants_prompt_logprobs()});
     budget -= n;
   }
   if (seqs.empty()) return;
@@ -253,14 +286,30 @@ void Engine::Step() {
                                   "alone; " + std::to_string(cs.pages_live) + " pages are held)"));
     return;
   }
-  // 3. Sample where a request's pending tokens are all processed.
+  // 3. Sample where a request's pending tokens are all processed. A request that asked for every
+  // position's logits (prompt logprobs) has one row per token, the last one its next token's.
   const size_t V = model_->hparams().n_vocab;
+  size_t row = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Seq& s = *seqs[i];
-    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(inputs[i].tokens.size()));
+    const size_t n = inputs[i].tokens.size();
+    const size_t rows = inputs[i].all_logits ? n : 1;
+    const std::span<const float> mine(logits.data() + row * V, rows * V);
+    row += rows;
+    if (inputs[i].all_logits) CapturePromptLogprobs(s, s.ctx.size() - n, mine);
+    const std::span<const float> last = mine.subspan((rows - 1) * V);
+    s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(n));
     if (!s.pending.empty()) continue;  // prefill continues next step
     if (!s.prefilled) {
       s.prefilled = true;
+      if (s.req.prompt_logprobs >= 0) {
+        Event e;
+        e.prompt_logprobs = std::move(s.prompt_lps);
+        if (!s.sink(e)) {
+          Finish(s, FinishReason::kCancelled);
+          continue;
+        }
+      }
       // The prompt's end is where the next turn of an agent resumes: a checkpoint of the recurrent
       // state there (donated to the prefix tree with the context when it is retained).
       if (cache_->groups().has_recurrent()) (void)s.ctx.Checkpoint();
@@ -270,7 +319,21 @@ void Engine::Step() {
         continue;
       }
     }
-    Emit(s, s.sampler->Sample(std::span(logits.data() + i * V, V), s.history), std::span(logits.data() + i * V, V));
+    Emit(s, s.sampler->Sample(last, s.history), last);
+  }
+}
+
+void Engine::CapturePromptLogprobs(Seq& s, size_t start, std::span<const float> rows) {
+  const size_t V = model_->hparams().n_vocab;
+  for (size_t r = 0; r * V < rows.size(); ++r) {
+    const size_t pos = start + r - s.prompt_base;  // the prompt position whose logits this row holds
+    if (pos + 1 >= s.req.prompt.size()) break;     // the last prompt position predicts a new token
+    const std::span<const float> l = rows.subspan(r * V, V);
+    PromptLogprob& p = s.prompt_lps[pos];
+    p.token = s.req.prompt[pos + 1];
+    p.logprob = sampling::TokenLogprob(l, p.token);
+    p.top_logprobs = sampling::TopLogprobs(l, s.req.prompt_logprobs);
+    s.lp_next = std::max(s.lp_next, pos + 1);
   }
 }
 
@@ -364,8 +427,11 @@ void Engine::Pin(const kv::Context& ctx) {
 void Engine::Resume(Seq& s) {
   s.preempted = false;
   if (s.session) return;  // its context holds its base; `pending` holds the rest
-  // Reuse what the tree still has of it, keeping at least one token to compute logits from.
-  kv::MatchResult m = cache_->Match(std::span(s.pending.data(), s.pending.size() - 1));
+  // Reuse what the tree still has of it, keeping at least one token to compute logits from (and, for
+  // prompt logprobs, only positions whose logits were captured before).
+  const size_t reusable = s.wants_prompt_logprobs() ? std::min(s.lp_next, s.pending.size() - 1) : s.pending.size() - 1;
+  kv::MatchResult m =
+      reusable == 0 ? kv::MatchResult{cache_->NewContext(), 0} : cache_->Match(std::span(s.pending.data(), reusable));
   s.ctx = std::move(m.context);
   s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(m.matched));
 }

@@ -77,6 +77,18 @@ struct Request {
   bool pin_prefix = false;   // pin the prompt's prefix in the tree (llamay_retain_prefix)
   int top_logprobs = -1;     // >= 0: report the chosen token's log probability and this many alternatives
   bool ignore_eos = false;   // end-of-generation tokens do not end it (benchmarks; vLLM's ignore_eos)
+  // >= 0 (echo): report each prompt token's log probability given the tokens before it, with this many
+  // alternatives, from the prefill's own logits (no second pass). Entries cover prompt[1..]: prompt[0]'s
+  // preceding position is not computed by this request. The prefix tree holds KV, not logits, so such a
+  // request reuses nothing from the tree (it computes prompt[0..] itself; its context is retained as usual).
+  int prompt_logprobs = -1;
+};
+
+// One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
+struct PromptLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // most probable first
 };
 
 struct Usage {
@@ -89,6 +101,9 @@ struct Event {
   int32_t token = -1;  // a generated token; -1 in a final event without one
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top_logprobs;
+  // Request::prompt_logprobs: one event (token -1, not final) when the prefill ends, before any token;
+  // entry i is prompt[i + 1]'s.
+  std::vector<PromptLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   Usage usage;          // final events
@@ -110,6 +125,7 @@ struct Completion {
   Usage usage;
   kv::Context context;
   std::vector<int32_t> tail;  // see Event::tail
+  std::vector<PromptLogprob> prompt_logprobs;  // see Event::prompt_logprobs
 };
 
 class Engine {
@@ -126,9 +142,15 @@ class Engine {
   // is full: then `request` is left as it was (a session's context stays with the caller) and `sink` is
   // never called.
   Result<uint64_t> Submit(Request&& request, Sink sink);
+  // Cancels a request: a running one ends (FinishReason::kCancelled) before its next step, so a long
+  // prefill stops within one chunk; a queued one when it is admitted.
   void Cancel(uint64_t id);
+  // Cancels every request queued or running now (shutdown). Later submissions are not affected.
+  void CancelAll();
   // Submits and waits. `keep_context`: the context comes back in the result instead of being closed.
-  Result<Completion> Generate(Request request, bool keep_context = false);
+  // `stop` (optional) is polled every 50 ms while waiting; once it returns true the request is cancelled
+  // and the result has reason kCancelled (a departed client, a shutdown).
+  Result<Completion> Generate(Request request, bool keep_context = false, const std::function<bool()>& stop = {});
 
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -152,6 +174,8 @@ class Engine {
   // Puts a session back as it came (after an error, or before a preempted request waits).
   void ReturnSession(Seq& s);
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
+  // Records the prompt logprobs that a prefill chunk's rows (one per position from `start`) give.
+  void CapturePromptLogprobs(Seq& s, size_t start, std::span<const float> rows);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
   void Preempt(Seq& s);
   void Pin(const kv::Context& ctx);
@@ -165,6 +189,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Seq>> queue_;  // GUARDED_BY(mu_)
   std::vector<uint64_t> cancelled_;         // GUARDED_BY(mu_)
+  uint64_t cancel_all_below_ = 1;           // GUARDED_BY(mu_): ids below it were cancelled by CancelAll
   bool stopping_ = false;                   // GUARDED_BY(mu_)
   uint64_t next_id_ = 1;                    // GUARDED_BY(mu_)
   EngineStats stats_;                       // GUARDED_BY(mu_)

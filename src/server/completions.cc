@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <deque>
 
+#include "server/chat_prompt.h"
+#include "server/connection_watch.h"
 #include "server/http_util.h"
+#include "server/logprobs_json.h"
 #include "template/chat_template.h"
 #include "tokenizer/detokenizer.h"
 
@@ -23,6 +26,9 @@ struct Params {
   std::vector<std::string> stop;
   sampling::SamplingParams sampling;
   int top_logprobs = -1;  // chat: logprobs requested -> >= 0
+  bool echo = false;         // completions: the text starts with the prompt's (and logprobs cover it)
+  std::string prompt_text;   // the prompt as sent, when it was text
+  bool prompt_is_text = false;
   bool ignore_eos = false;
   std::string session;
   bool retain_prefix = false;
@@ -69,12 +75,14 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
     if (chat) {
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         return InvalidArgumentError("'messages' must be a non-empty array");
-      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(engine, body["messages"], !p->session.empty()));
+      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(server, body["messages"], !p->session.empty()));
     } else {
       if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
       const json& pr = body["prompt"];
-      if (pr.is_string()) {
-        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr.get<std::string>(), p->session.empty(), false,
+      if (pr.is_string() || (pr.is_array() && pr.size() == 1 && pr[0].is_string())) {
+        p->prompt_text = pr.is_string() ? pr.get<std::string>() : pr[0].get<std::string>();
+        p->prompt_is_text = true;
+        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(p->prompt_text, p->session.empty(), false,
                                                                      /*continuation=*/!p->session.empty()));
       } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
         for (const auto& t : pr) {
@@ -86,9 +94,6 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
             return InvalidArgumentError("'prompt' token id " + t.dump() + " is out of range");
           p->prompt.push_back(t.get<int32_t>());
         }
-      } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
-        LLAMAY_ASSIGN_OR_RETURN(p->prompt, engine.tokenizer().Encode(pr[0].get<std::string>(), p->session.empty(), false,
-                                                                     /*continuation=*/!p->session.empty()));
       } else {
         return InvalidArgumentError("'prompt' must be a string, one string in an array, or an array of token ids");
       }
@@ -139,12 +144,16 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
       p->top_logprobs = 0;
       LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_logprobs", 0, 20, &p->top_logprobs));
     }
-    if (!chat) LLAMAY_RETURN_IF_ERROR(OptInt(body, "logprobs", 0, 20, &p->top_logprobs));
+    if (!chat) {
+      LLAMAY_RETURN_IF_ERROR(OptInt(body, "logprobs", 0, 20, &p->top_logprobs));
+      p->echo = Opt(body, "echo", false);
+    }
   } catch (const json::exception& e) {
     return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
   }
   if (p->prompt.empty() && p->session.empty()) return InvalidArgumentError("the prompt is empty");
   if (!p->session.empty() && p->n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
+  if (!p->session.empty() && p->echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
   return Status::Ok();
 }
 
@@ -172,9 +181,12 @@ struct Channel {
 struct Choice {
   uint64_t id = 0;
   std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
-  std::string text;  // generated so far (stop strings cut off)
+  std::string text;  // the echoed prompt, then what was generated so far (stop strings cut off)
   size_t sent = 0;   // bytes of text already streamed
-  json logprobs = json::array();
+  size_t echo_bytes = 0;  // the echoed prompt's part of text: never held back, never searched for stops
+  std::vector<LogprobEntry> logprobs;
+  size_t logprobs_sent = 0;  // entries already streamed
+  size_t counted_bytes = 0, code_points = 0;  // CodePoints(text[0, counted_bytes)), kept up to date
   bool done = false;
   bool started = false;  // an event (a token or the end) has arrived
   std::string finish;
@@ -184,6 +196,7 @@ struct Choice {
 // One completion request in flight: its choices, their engine ids and the channel they report on.
 struct Job {
   Params p;
+  std::shared_ptr<ConnectionWatch> watch;  // the client's connection: a departure cancels the work
   std::string id;
   std::string model;
   int64_t created = 0;
@@ -192,10 +205,25 @@ struct Job {
   size_t prefill_cached = 0;
   Status error;
   size_t max_stop = 0;
+  std::vector<size_t> prompt_offsets;  // echo: code points of the text before each prompt token
 };
 
 std::string FinishName(engine::FinishReason r) {
   return r == engine::FinishReason::kLength ? "length" : "stop";
+}
+
+// The echoed prompt's entries (echo with logprobs): the first token has no logprob, entry i of `lps` is
+// prompt[i + 1]'s.
+void AddPromptLogprobs(Job& job, Choice& c, std::vector<engine::PromptLogprob>& lps) {
+  const std::vector<int32_t>& prompt = job.p.prompt;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    LogprobEntry entry{prompt[i], std::nullopt, {}, job.prompt_offsets[i]};
+    if (i > 0 && i - 1 < lps.size()) {
+      entry.logprob = lps[i - 1].logprob;
+      entry.top = std::move(lps[i - 1].top_logprobs);
+    }
+    c.logprobs.push_back(std::move(entry));
+  }
 }
 
 // Applies one event to its choice. Returns new text ready to send (stream mode).
@@ -203,21 +231,14 @@ std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
   Choice& c = job.choices[static_cast<size_t>(ci)];
   c.started = true;
   if (c.done) return "";
-  const tokenizer::Tokenizer& tok = server.engine().tokenizer();
+  if (e.token < 0 && !e.finished && job.p.echo && job.p.top_logprobs >= 0)  // the prefill's prompt logprobs
+    AddPromptLogprobs(job, c, e.prompt_logprobs);
   if (e.token >= 0) {
+    c.code_points += CodePoints(std::string_view(c.text).substr(c.counted_bytes));
+    c.counted_bytes = c.text.size();
+    const size_t offset = c.code_points;
     c.text += c.detok->Push(e.token);
-    if (job.p.top_logprobs >= 0) {
-      // "bytes" carries a piece exactly where "token" cannot (part of a UTF-8 character), as OpenAI's does.
-      auto entry = [&](int32_t t, float lp) {
-        const std::string piece = tok.TokenToPiece(t);
-        return json{{"token", piece}, {"logprob", lp}, {"bytes", std::vector<uint8_t>(piece.begin(), piece.end())}};
-      };
-      json top = json::array();
-      for (auto& [t, lp] : e.top_logprobs) top.push_back(entry(t, lp));
-      json chosen = entry(e.token, e.logprob);
-      chosen["top_logprobs"] = std::move(top);
-      c.logprobs.push_back(std::move(chosen));
-    }
+    if (job.p.top_logprobs >= 0) c.logprobs.push_back({e.token, e.logprob, std::move(e.top_logprobs), offset});
   }
   if (e.finished) {
     c.text += c.detok->Flush();
@@ -225,10 +246,12 @@ std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
     c.done = true;
     c.finish = FinishName(e.reason);
     if (e.reason == engine::FinishReason::kError && job.error.ok()) job.error = e.error;
+    // Not cancelled here (a stop string marks its choice done first): the server is shutting down.
+    if (e.reason == engine::FinishReason::kCancelled && job.error.ok()) job.error = CancelledStatus();
   }
   // Stop strings: cut at the first one and stop the request.
   for (const auto& s : job.p.stop) {
-    const size_t at = c.text.find(s, c.sent > s.size() ? c.sent - s.size() : 0);
+    const size_t at = c.text.find(s, std::max(c.echo_bytes, c.sent > s.size() ? c.sent - s.size() : 0));
     if (at != std::string::npos) {
       c.text.resize(at);
       if (!c.done) server.engine().Cancel(c.id);
@@ -239,7 +262,8 @@ std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
   }
   // Hold back what could still become a stop string.
   size_t ready = c.text.size();
-  if (!c.done && job.max_stop > 1) ready = c.text.size() > job.max_stop - 1 ? c.text.size() - (job.max_stop - 1) : 0;
+  if (!c.done && job.max_stop > 1)
+    ready = std::max(c.echo_bytes, c.text.size() > job.max_stop - 1 ? c.text.size() - (job.max_stop - 1) : 0);
   if (ready <= c.sent) return "";
   std::string out = c.text.substr(c.sent, ready - c.sent);
   c.sent = ready;
@@ -258,7 +282,35 @@ json UsageJson(const Job& job) {
           {"llamay_cached_prompt_tokens", cached}};
 }
 
-// Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied.
+// echo: each choice's text starts with the prompt's: the text as sent, or else the tokens' pieces through
+// the choice's detokenizer (which goes on into the generated text). Sets job.prompt_offsets.
+void StartEcho(const tokenizer::Tokenizer& tok, Job& job) {
+  const std::vector<int32_t>& prompt = job.p.prompt;
+  std::vector<size_t> bytes;
+  for (size_t k = 0; k < job.choices.size(); ++k) {
+    Choice& c = job.choices[k];
+    if (job.p.prompt_is_text) {
+      c.text = job.p.prompt_text;
+    } else {
+      for (const int32_t t : prompt) {
+        if (k == 0) bytes.push_back(c.text.size());
+        c.text += c.detok->Push(t);
+      }
+    }
+    c.echo_bytes = c.text.size();
+  }
+  const std::string& text = job.choices[0].text;
+  if (job.p.prompt_is_text) bytes = PromptByteOffsets(tok, prompt, text);
+  size_t counted = 0, code_points = 0;  // offsets do not decrease: counted once
+  for (const size_t b : bytes) {
+    code_points += CodePoints(std::string_view(text).substr(counted, b - counted));
+    counted = b;
+    job.prompt_offsets.push_back(code_points);
+  }
+}
+
+// Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied; with echo
+// and logprobs that prefill computes the whole prompt's logprobs, and the choices take it from the tree.
 Status Launch(Server& server, std::shared_ptr<Job> job) {
   engine::Engine& engine = server.engine();
   auto make_sink = [job, &server](int ci, std::vector<int32_t> old_tail = {}) {
@@ -286,6 +338,8 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   };
   job->choices.resize(static_cast<size_t>(job->p.n));
   for (auto& c : job->choices) c.detok = std::make_unique<tokenizer::StreamingDetokenizer>(engine.tokenizer());
+  if (job->p.echo) StartEcho(engine.tokenizer(), *job);
+  const bool echo_logprobs = job->p.echo && job->p.top_logprobs >= 0;
   if (!job->p.session.empty()) {
     LLAMAY_ASSIGN_OR_RETURN(HeldContext held, server.TakeContext(job->p.session));
     engine::Request r = base(0);
@@ -319,6 +373,26 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     for (int i = 0; i < job->p.n; ++i) {
       engine::Request r = base(i);
       r.prompt = prompt;
+      if (echo_logprobs) r.prompt_logprobs = job->p.top_logprobs;
+      LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
+    }
+    return Status::Ok();
+  }
+  if (echo_logprobs) {
+    engine::Request pre;
+    pre.prompt = prompt;
+    pre.max_tokens = 0;
+    pre.sampling.temperature = 0;
+    pre.pin_prefix = job->p.retain_prefix;
+    pre.prompt_logprobs = job->p.top_logprobs;
+    LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine.Generate(std::move(pre), false, GoneProbe(job->watch)));
+    if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
+    job->prefill_cached = c.usage.cached_tokens;
+    for (int i = 0; i < job->p.n; ++i) {
+      std::vector<engine::PromptLogprob> lps = c.prompt_logprobs;
+      AddPromptLogprobs(*job, job->choices[static_cast<size_t>(i)], lps);
+      engine::Request r = base(i);
+      r.prompt = prompt;  // all but its last token from the tree, where the prefill left them
       LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
     }
     return Status::Ok();
@@ -328,7 +402,9 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   pre.max_tokens = 0;
   pre.sampling.temperature = 0;
   pre.pin_prefix = job->p.retain_prefix;
-  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine.Generate(std::move(pre), /*keep_context=*/true));
+  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c,
+                          engine.Generate(std::move(pre), /*keep_context=*/true, GoneProbe(job->watch)));
+  if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
   job->prefill_cached = c.usage.cached_tokens;
   std::vector<kv::Context> branches = c.context.Fork(static_cast<size_t>(job->p.n));
   for (int i = 0; i < job->p.n; ++i) {
@@ -340,25 +416,34 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   return Status::Ok();
 }
 
-json ChoiceJson(const Job& job, size_t i) {
+// Entries [from, end) of a choice in its route's format; null without logprobs.
+json LogprobsJson(Server& server, const Job& job, const Choice& c, size_t from = 0) {
+  if (job.p.top_logprobs < 0) return nullptr;
+  const tokenizer::Tokenizer& tok = server.engine().tokenizer();
+  const auto entries = std::span(c.logprobs).subspan(std::min(from, c.logprobs.size()));
+  return job.p.chat ? ChatLogprobsJson(tok, entries) : CompletionLogprobsJson(tok, entries);
+}
+
+json ChoiceJson(Server& server, const Job& job, size_t i) {
   const Choice& c = job.choices[i];
-  json lp = job.p.top_logprobs >= 0 ? json{{"content", c.logprobs}} : json(nullptr);
+  json lp = LogprobsJson(server, job, c);
   if (job.p.chat)
     return {{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
             {"finish_reason", c.finish}};
   return {{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish}};
 }
 
-json ChunkJson(const Job& job, size_t i, const std::string& delta, const json& finish, bool first) {
+json ChunkJson(const Job& job, size_t i, const std::string& delta, const json& finish, bool first,
+               const json& logprobs = nullptr) {
   json d = json::object();
   if (job.p.chat) {
     if (first) d["role"] = "assistant";
     if (!delta.empty() || !finish.is_null()) d["content"] = delta;
     return {{"id", job.id}, {"object", "chat.completion.chunk"}, {"created", job.created}, {"model", job.model},
-            {"choices", json::array({{{"index", i}, {"delta", d}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+            {"choices", json::array({{{"index", i}, {"delta", d}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
   }
   return {{"id", job.id}, {"object", "text_completion"}, {"created", job.created}, {"model", job.model},
-          {"choices", json::array({{{"index", i}, {"text", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+          {"choices", json::array({{{"index", i}, {"text", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
 }
 
 bool AllDone(const Job& job) {
@@ -381,28 +466,12 @@ void Account(Server& server, const Job& job) {
 
 }  // namespace
 
-Result<std::vector<int32_t>> ChatPromptTokens(engine::Engine& engine, const json& messages, bool session) {
-  for (const auto& m : messages)
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return InvalidArgumentError("each message needs a string 'role'");
-  const tokenizer::Tokenizer& tok = engine.tokenizer();
-  const std::string source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
-  const std::string bos = tok.bos() >= 0 ? tok.TokenText(tok.bos()) : "";
-  const std::string eos = tok.eos() >= 0 ? tok.TokenText(tok.eos()) : "";
-  auto text = chat::ApplyChatTemplate(source, messages, /*add_generation_prompt=*/true, bos, eos);
-  if (!text.ok()) return text.status().WithContext("chat template");
-  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true,
-                                                                   /*continuation=*/session));
-  // A template that writes the BOS text itself, tokenized with add_special, would start with two.
-  if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
-  if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
-  return ids;
-}
-
-void HandleCompletion(Server& server, const std::string& raw, httplib::Response& res, bool chat) {
+void HandleCompletion(Server& server, const httplib::Request& req, const std::string& raw, httplib::Response& res,
+                      bool chat) {
   json body;
   if (!ParseBody(raw, res, &body)) return;
   auto job = std::make_shared<Job>();
+  job->watch = WatchConnection(req);
   if (Status s = ParseParams(server, body, chat, &job->p); !s.ok()) return SendStatus(res, s);
   for (const auto& s : job->p.stop) job->max_stop = std::max(job->max_stop, s.size());
   static std::atomic<uint64_t> next{1};
@@ -412,9 +481,9 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
   if (Status s = Launch(server, job); !s.ok()) return SendStatus(res, s);
 
   if (!job->p.stream) {
-    auto body = [job, chat]() -> json {
+    auto body = [job, chat, &server]() -> json {
       json choices = json::array();
-      for (size_t i = 0; i < job->choices.size(); ++i) choices.push_back(ChoiceJson(*job, i));
+      for (size_t i = 0; i < job->choices.size(); ++i) choices.push_back(ChoiceJson(server, *job, i));
       return {{"id", job->id},
               {"object", chat ? "chat.completion" : "text_completion"},
               {"created", job->created},
@@ -429,7 +498,12 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
     };
     while (!AllDone(*job) && !started()) {
       std::pair<int, engine::Event> ev;
-      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
+      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) {
+        Apply(server, *job, ev.first, ev.second);
+      } else if (job->watch->Closed()) {  // the client left during the prefill: stop it now
+        CancelAll(server, *job);
+        return SendStatus(res, CancelledStatus());
+      }
     }
     if (AllDone(*job)) {
       if (!job->error.ok()) return SendStatus(res, job->error);
@@ -448,6 +522,10 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
       std::pair<int, engine::Event> ev;
       if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
       if (!AllDone(*job)) {
+        if (job->watch->Closed()) {
+          CancelAll(server, *job);
+          return false;
+        }
         const auto now = std::chrono::steady_clock::now();
         if (now - *last_write >= std::chrono::milliseconds(250)) {
           *last_write = now;
@@ -484,7 +562,7 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
     };
     std::pair<int, engine::Event> ev;
     if (!job->channel->Pop(&ev, std::chrono::milliseconds(200))) {
-      if (!sink.is_writable()) {  // the client went away: free its work now
+      if (!sink.is_writable() || job->watch->Closed()) {  // the client went away: free its work now
         CancelAll(server, *job);
         return false;
       }
@@ -497,19 +575,27 @@ void HandleCompletion(Server& server, const std::string& raw, httplib::Response&
       json err = {{"error", {{"message", job->error.message()}, {"type", "server_error"}}}};
       send(err);
     }
-    if (!delta.empty() || (*first)[ci]) {
-      if (!send(ChunkJson(*job, ci, delta, nullptr, (*first)[ci]))) {
+    Choice& c = job->choices[ci];
+    // Each chunk carries the logprobs of the tokens that arrived since the last one (their text may be
+    // in a later chunk, held back for a stop string or an incomplete character).
+    auto new_logprobs = [&]() -> json {
+      if (c.logprobs_sent == c.logprobs.size()) return nullptr;
+      json lp = LogprobsJson(server, *job, c, c.logprobs_sent);
+      c.logprobs_sent = c.logprobs.size();
+      return lp;
+    };
+    if (!delta.empty() || (*first)[ci] || c.logprobs_sent < c.logprobs.size()) {
+      if (!send(ChunkJson(*job, ci, delta, nullptr, (*first)[ci], new_logprobs()))) {
         CancelAll(server, *job);
         return false;
       }
       (*first)[ci] = false;
     }
-    Choice& c = job->choices[ci];
     if (c.done && !(*finished_sent)[ci]) {
       (*finished_sent)[ci] = true;
       std::string rest = c.text.substr(std::min(c.sent, c.text.size()));
       c.sent = c.text.size();
-      if (!send(ChunkJson(*job, ci, rest, c.finish, false))) {
+      if (!send(ChunkJson(*job, ci, rest, c.finish, false, new_logprobs()))) {
         CancelAll(server, *job);
         return false;
       }

@@ -10,10 +10,9 @@
 
 namespace llamay::server {
 
-void HandleCompletion(Server& server, const std::string& body, httplib::Response& res, bool chat);
-
-// Renders chat messages with the model's template and tokenizes the prompt (BOS once).
-Result<std::vector<int32_t>> ChatPromptTokens(engine::Engine& engine, const nlohmann::json& messages, bool session);
+// `req` is only watched: a client that leaves before the answer is complete cancels its work.
+void HandleCompletion(Server& server, const httplib::Request& req, const std::string& body, httplib::Response& res,
+                      bool chat);
 
 }  // namespace llamay::server
 

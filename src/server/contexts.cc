@@ -1,7 +1,9 @@
 #include "server/contexts.h"
 
 #include "kv/snapshot.h"
+#include "server/chat_prompt.h"
 #include "server/completions.h"
+#include "server/connection_watch.h"
 #include "server/http_util.h"
 
 namespace llamay::server {
@@ -19,7 +21,7 @@ int SnapshotHttpStatus(kv::SnapshotError e) {
   }
 }
 
-void Create(Server& server, const std::string& raw, httplib::Response& res) {
+void Create(Server& server, const httplib::Request& req, const std::string& raw, httplib::Response& res) {
   json body = json::object();
   if (!raw.empty() && !ParseBody(raw, res, &body)) return;
   engine::Engine& engine = server.engine();
@@ -32,7 +34,7 @@ void Create(Server& server, const std::string& raw, httplib::Response& res) {
   std::vector<int32_t> tokens;
   if (body.contains("messages")) {
     if (!body["messages"].is_array()) return SendError(res, 400, "'messages' must be an array");
-    auto t = ChatPromptTokens(engine, body["messages"], false);
+    auto t = ChatPromptTokens(server, body["messages"], false);
     if (!t.ok()) return SendStatus(res, t.status());
     tokens = std::move(*t);
   } else if (body.contains("prompt")) {
@@ -57,8 +59,10 @@ void Create(Server& server, const std::string& raw, httplib::Response& res) {
     if (r.prompt.empty()) {
       ctx = engine.cache().NewContext();
     } else {
-      auto c = engine.Generate(std::move(r), /*keep_context=*/true);
+      // A client that leaves during a long prefill cancels it (within a chunk or so).
+      auto c = engine.Generate(std::move(r), /*keep_context=*/true, GoneProbe(WatchConnection(req)));
       if (!c.ok()) return SendStatus(res, c.status());
+      if (c->reason == engine::FinishReason::kCancelled) return SendStatus(res, CancelledStatus());
       ctx = std::move(c->context);
     }
   }
@@ -151,8 +155,8 @@ void Delete(Server& server, httplib::Response& res, const std::string& id) {
 void RegisterContextRoutes(Server& server, httplib::Server& http) {
   Server* s = &server;
   const size_t limit = server.options().max_body_bytes;
-  PostWithBody(http, "/v1/contexts", limit, [s](const httplib::Request&, httplib::Response& res, const std::string& body) {
-    Create(*s, body, res);
+  PostWithBody(http, "/v1/contexts", limit, [s](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+    Create(*s, req, body, res);
   });
   http.Get("/v1/contexts", [s](const httplib::Request&, httplib::Response& res) { List(*s, res); });
   PostWithBody(http, "/v1/contexts/restore", limit,

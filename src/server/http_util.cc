@@ -6,7 +6,15 @@ namespace llamay::server {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+Status CancelledStatus() {
+  return Status(StatusCode::kUnavailable, "the request was cancelled: its client left, or the server is shutting down",
+                kDetailCancelled);
+}
+
 int HttpStatusFor(const Status& s) {
+  if (s.detail() == kDetailChatTemplateFault) return 500;
+  if (s.detail() == kDetailCancelled) return 503;
+  if (s.detail() == kDetailChatTemplateRejected) return 400;
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
@@ -39,7 +47,13 @@ void SendStatus(httplib::Response& res, const Status& s) {
   // Busy (a full queue) or out of KV memory: the same request may succeed shortly; OpenAI clients retry
   // these statuses and read Retry-After.
   if (status == 429 || status == 503) res.set_header("Retry-After", "1");
-  SendError(res, status, s.message(), status == 429 ? "server_busy" : status == 503 ? "kv_memory_exhausted" : "");
+  const char* code = s.detail() == kDetailChatTemplateFault      ? "chat_template_error"
+                     : s.detail() == kDetailChatTemplateRejected ? "chat_template_rejected"
+                     : s.detail() == kDetailCancelled            ? "request_cancelled"
+                     : status == 429                             ? "server_busy"
+                     : status == 503                             ? "kv_memory_exhausted"
+                                                                 : "";
+  SendError(res, status, s.message(), code, s.detail() == kDetailChatTemplateRejected ? "messages" : "");
 }
 
 void SendJson(httplib::Response& res, const json& body, int http_status) {

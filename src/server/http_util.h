@@ -13,8 +13,19 @@ namespace llamay::server {
 
 using json = nlohmann::json;
 
+// Status::detail() values of the server's own errors that SendStatus answers with their own code:
+// the model's chat template is broken (500 chat_template_error), or it refused the request's messages
+// (400 chat_template_rejected). See chat_prompt.h.
+inline constexpr int kDetailChatTemplateFault = 2001;
+inline constexpr int kDetailChatTemplateRejected = 2002;
+// A request cancelled by the server (its client left, or the server is shutting down): 503
+// request_cancelled, Retry-After: 1.
+inline constexpr int kDetailCancelled = 2003;
+Status CancelledStatus();
+
 // The HTTP status a Status maps to: bad input 400, unknown things 404, busy or wrong-model 409,
-// unsupported 501 -> 400 (it is the request that asks for it), memory 503, anything else 500.
+// unsupported 501 -> 400 (it is the request that asks for it), memory 503, anything else 500; the
+// details above first.
 int HttpStatusFor(const Status& s);
 
 // Serialises a response. Generated text and token pieces can hold bytes that are not UTF-8 (a token that is

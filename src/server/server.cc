@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kv/snapshot.h"
+#include "server/chat_prompt.h"
 #include "server/completions.h"
 #include "server/contexts.h"
 #include "server/http_util.h"
@@ -17,7 +18,10 @@
 namespace llamay::server {
 
 Server::Server(engine::Engine* engine, ServerOptions options)
-    : engine_(engine), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : engine_(engine),
+      options_(std::move(options)),
+      chat_prompt_(std::make_unique<ChatPrompt>(*engine)),
+      http_(std::make_unique<httplib::Server>()) {
   if (options_.model_name.empty())
     options_.model_name = engine_->model().file().GetStringOr("general.name", "llamay");
 }
@@ -52,14 +56,15 @@ void Server::ReturnContext(const std::string& id, kv::Context context, std::vect
   it->second = HeldContext{std::move(context), std::move(tail), false};
 }
 
-Status Server::SettleTail(HeldContext& held) {
+Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) {
   if (held.tail.empty()) return Status::Ok();
   engine::Request r;
   r.context = held.context.Fork();
   r.prompt = held.tail;
   r.max_tokens = 0;
   r.sampling.temperature = 0;
-  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine_->Generate(std::move(r), /*keep_context=*/true));
+  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine_->Generate(std::move(r), /*keep_context=*/true, stop));
+  if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
   held.context = std::move(c.context);
   held.tail.clear();
   return Status::Ok();
@@ -81,6 +86,12 @@ void Server::Routes() {
   h.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++metrics_.requests;
+    if (shutting_down_) {  // a request on a connection that was open when the shutdown began
+      ++metrics_.errors;
+      res.set_header("Connection", "close");
+      SendError(res, 503, "the server is shutting down", "server_shutting_down");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
@@ -109,12 +120,12 @@ void Server::Routes() {
                                           {"owned_by", "llamay"}}})}});
   });
   PostWithBody(h, "/v1/completions", options_.max_body_bytes,
-               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
-                 HandleCompletion(*this, body, res, /*chat=*/false);
+               [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+                 HandleCompletion(*this, req, body, res, /*chat=*/false);
                });
   PostWithBody(h, "/v1/chat/completions", options_.max_body_bytes,
-               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
-                 HandleCompletion(*this, body, res, /*chat=*/true);
+               [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+                 HandleCompletion(*this, req, body, res, /*chat=*/true);
                });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const kv::CacheStats s = engine_->cache().Stats();
@@ -167,7 +178,7 @@ Status Server::Start() {
       return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use?)");
     port_ = options_.port;
   }
-  auto exited = std::make_shared<std::atomic<bool>>(false);
+  auto exited = listener_exited_;
   thread_ = std::thread([this, exited] {
     http_->listen_after_bind();
     *exited = true;
@@ -184,6 +195,23 @@ Status Server::Start() {
 void Server::Stop() {
   if (http_) http_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void Server::BeginShutdown() {
+  shutting_down_ = true;
+  if (http_) http_->stop();  // closes the listening socket; handlers still running finish below
+  engine_->CancelAll();
+}
+
+bool Server::WaitStopped(std::chrono::milliseconds wait) {
+  // The listener thread ends after the HTTP library has joined its handler threads.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (thread_.joinable() && !*listener_exited_) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (thread_.joinable()) thread_.join();
+  return true;
 }
 
 Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wait) {
@@ -206,11 +234,14 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
     for (auto& [id, h] : contexts_) ids.push_back(id);
   }
   std::string failed;
+  auto past_deadline = [deadline] { return std::chrono::steady_clock::now() >= deadline; };
   for (const std::string& id : ids) {
     auto held = TakeContext(id);
     Status s = held.status();
     if (held.ok()) {
-      s = SettleTail(*held);  // the file holds every token, so a restored session continues exactly
+      // The file holds every token, so a restored session continues exactly. A long tail (a cancelled
+      // prefill's) that cannot be computed before the deadline leaves the context unsaved, and says so.
+      s = SettleTail(*held, past_deadline);
       if (s.ok()) s = kv::SaveSnapshot(held->context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx");
       ReturnContext(id, std::move(held->context), std::move(held->tail));
     }

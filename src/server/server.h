@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <chrono>
+#include <functional>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -34,6 +35,8 @@ class Response;
 }  // namespace httplib
 
 namespace llamay::server {
+
+class ChatPrompt;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -60,25 +63,36 @@ class Server {
   // Binds and serves on a background thread.
   Status Start();
   void Stop();
+  // Shutdown, first step (SIGINT/SIGTERM): stops listening, answers requests that still arrive on open
+  // connections 503 server_shutting_down, and cancels every request queued or running. Returns at once.
+  void BeginShutdown();
+  // Waits up to `wait` for the listener and every handler to end; true when they did (Stop() then
+  // returns at once), false when some still run (the caller may exit without joining them).
+  bool WaitStopped(std::chrono::milliseconds wait);
+  bool shutting_down() const { return shutting_down_.load(); }
   int port() const { return port_; }
 
   // Held contexts, for the state directory (snapshot on shutdown, restore on start). Saving waits (up to
-  // `wait`) for contexts lent to running requests to come back; one that does not is reported in the
-  // returned error after every other context is saved.
+  // `wait`) for contexts lent to running requests to come back; one that does not, or whose pending tail
+  // (the part of a cancelled request's prompt not computed yet) cannot be computed within `wait` either,
+  // is reported in the returned error after every other context is saved.
   Status SaveContexts(const std::string& dir, std::chrono::milliseconds wait = std::chrono::seconds(10));
   Status LoadContexts(const std::string& dir, std::vector<std::string>* warnings);
 
   // Called by the route handlers (public for the handler files; not an API for others).
   engine::Engine& engine() { return *engine_; }
   const ServerOptions& options() const { return options_; }
+  // The model's chat template, parsed once (chat_prompt.h); problem() is what start-up reports.
+  const ChatPrompt& chat_prompt() const { return *chat_prompt_; }
   std::string NewContextId();
   void PutContext(const std::string& id, HeldContext held);
   // Lends a held context to a request: NotFound, or FailedPrecondition when it is busy.
   Result<HeldContext> TakeContext(const std::string& id);
   void ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail);
   // Runs a held context's tail through the model so that the context holds every token (a snapshot holds
-  // computed positions only). The work runs on a fork: on failure `held` is unchanged.
-  Status SettleTail(HeldContext& held);
+  // computed positions only). The work runs on a fork: on failure `held` is unchanged. `stop` as for
+  // Engine::Generate: once it returns true the work is cancelled (CancelledStatus()).
+  Status SettleTail(HeldContext& held, const std::function<bool()>& stop = {});
   std::mutex& contexts_mu() { return ctx_mu_; }
   std::map<std::string, HeldContext>& contexts() { return contexts_; }
 
@@ -93,8 +107,11 @@ class Server {
 
   engine::Engine* engine_;
   ServerOptions options_;
+  std::unique_ptr<ChatPrompt> chat_prompt_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> listener_exited_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> shutting_down_{false};
   int port_ = 0;
   std::mutex ctx_mu_;
   std::map<std::string, HeldContext> contexts_;  // GUARDED_BY(ctx_mu_)

@@ -1,5 +1,6 @@
 #include "template/chat_template.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "template/ast.h"
@@ -50,10 +51,8 @@ Result<std::string> RenderJson(const internal::Program& program, const Json& con
 }
 
 template <typename Json>
-Result<std::string> Apply(std::string_view source, const Json& messages, bool add_generation_prompt,
-                          std::string_view bos, std::string_view eos) {
-  if (source.empty()) source = DefaultChatTemplate();
-  LLAMAY_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));
+Result<std::string> RenderWith(const ChatTemplate& tmpl, const Json& messages, bool add_generation_prompt,
+                               std::string_view bos, std::string_view eos) {
   Json context = Json::object();
   context["messages"] = messages;
   context["tools"] = nullptr;
@@ -61,10 +60,34 @@ Result<std::string> Apply(std::string_view source, const Json& messages, bool ad
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = std::string(bos);
   context["eos_token"] = std::string(eos);
-  return tmpl.Render(context);
+  const size_t bytes = messages.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+  return tmpl.Render(context, RenderLimitsFor(messages.is_array() ? messages.size() : 1, bytes));
+}
+
+template <typename Json>
+Result<std::string> Apply(std::string_view source, const Json& messages, bool add_generation_prompt,
+                          std::string_view bos, std::string_view eos) {
+  if (source.empty()) source = DefaultChatTemplate();
+  LLAMAY_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::Parse(source));
+  return RenderWith(tmpl, messages, add_generation_prompt, bos, eos);
 }
 
 }  // namespace
+
+RenderLimits RenderLimitsFor(size_t messages, size_t input_bytes) {
+  RenderLimits limits;
+  const uint64_t extra = uint64_t{2000} * std::min<uint64_t>(messages, uint64_t{1} << 30) +
+                         std::min<uint64_t>(input_bytes, uint64_t{1} << 40) / 4;
+  limits.max_steps += static_cast<int64_t>(extra);
+  // The longest prompt's text, 16 times over, fits whatever the default says.
+  limits.max_output_bytes = std::max<size_t>(limits.max_output_bytes, input_bytes * 16);
+  return limits;
+}
+
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::json& messages,
+                                   bool add_generation_prompt, std::string_view bos, std::string_view eos) {
+  return RenderWith(tmpl, messages, add_generation_prompt, bos, eos);
+}
 
 Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {
   return RenderJson(*program_, context, limits);

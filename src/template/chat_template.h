@@ -51,15 +51,25 @@ enum class TemplateErrorDetail : int {
   kLimit = 4,    // a render limit was reached
 };
 
-// Bounds on one render, so that any template (a recursive macro, a loop over range(10**9)) ends with a
-// ResourceExhausted Status instead of exhausting memory or time. The defaults are far above what real
-// chat templates need (a few thousand steps per message).
+// Bounds on one render, so that any template (a recursive macro, a loop over range(10**9), a string
+// doubled in a loop) ends with a ResourceExhausted Status within milliseconds instead of exhausting memory
+// or time. max_steps is one budget for all the work: statements, expressions and loop iterations cost a
+// step each, and what the render builds costs a step per 64 bytes of string or 4 list items (renderer.h).
+// Real chat templates need under 100 steps per message (the largest in testdata: 471 for 6 messages with
+// tools); the default base budget of 50,000 (about 50 ms of the slowest kind of step, an empty loop
+// iteration) is far above that. RenderLimitsFor() adds a share per message and per byte of input, so a
+// long conversation renders too.
 struct RenderLimits {
   size_t max_output_bytes = size_t{32} << 20;  // rendered text, and any single string value
   size_t max_items = size_t{1} << 20;          // any single list built during the render
   int max_depth = 200;                         // nested expression evaluation (recursive macros)
-  int64_t max_steps = 5'000'000;               // expressions evaluated, statements and loop iterations
+  int64_t max_steps = 50'000;                  // the budget: steps plus what is built (see above)
 };
+
+// The default limits with the budget grown for an input of `messages` messages and `input_bytes` bytes
+// (their JSON): 2,000 steps per message and one per 4 bytes (a template may build each input byte 16
+// times over).
+RenderLimits RenderLimitsFor(size_t messages, size_t input_bytes);
 
 class ChatTemplate {
  public:
@@ -82,11 +92,17 @@ class ChatTemplate {
 };
 
 // Parses and renders `source` (the ChatML fallback when empty) as transformers' apply_chat_template does:
-// with messages, add_generation_prompt, bos_token, eos_token, and tools and documents set to none.
+// with messages, add_generation_prompt, bos_token, eos_token, and tools and documents set to none, under
+// RenderLimitsFor(the messages). A caller that renders one template many times parses it once and uses
+// RenderMessages instead.
 Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::json& messages,
                                       bool add_generation_prompt, std::string_view bos, std::string_view eos);
 Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::ordered_json& messages,
                                       bool add_generation_prompt, std::string_view bos, std::string_view eos);
+
+// Renders a parsed template as ApplyChatTemplate does.
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::json& messages,
+                                   bool add_generation_prompt, std::string_view bos, std::string_view eos);
 
 // The family a template belongs to, for logging: "chatml", "llama2", "llama3", "mistral", "gemma", "phi3",
 // "phi4", "zephyr", "command-r", "deepseek", "deepseek3", "openchat", "vicuna", "alpaca", "granite",

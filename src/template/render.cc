@@ -17,6 +17,10 @@ Status Renderer::Append(std::string_view text) {
     return ResourceExhaustedError("rendered text exceeds " + std::to_string(limits_.max_output_bytes) +
                                   " bytes");
   }
+  if (text.size() > Remaining().max_output_bytes) {
+    return ResourceExhaustedError("rendered text exceeds the render budget");
+  }
+  LLAMAY_RETURN_IF_ERROR(Charge(text.size() / kBytesPerStep));
   out_.append(text);
   return Status::Ok();
 }
@@ -122,6 +126,13 @@ Status Renderer::ExecSet(const Node& node) {
 
 Result<Renderer::Flow> Renderer::ExecFor(const Node& node) {
   LLAMAY_ASSIGN_OR_RETURN(Value iterable, Eval(*node.expr));
+  // The list of items is built here (a string's characters, a dict's keys): paid for first.
+  const size_t n_items = iterable.is_string() ? iterable.AsString().size()
+                         : iterable.is_list() ? iterable.AsList().size()
+                         : iterable.is_dict() ? iterable.AsDict().items.size()
+                                              : 0;
+  if (n_items > Remaining().max_items) return ResourceExhaustedError("for loop exceeds the render budget");
+  LLAMAY_RETURN_IF_ERROR(Charge(n_items / kItemsPerStep));
   LLAMAY_ASSIGN_OR_RETURN(List items, Iterate(iterable));
   if (node.filter != nullptr) {  // the loop filter runs first, so loop.length counts kept items
     List kept;

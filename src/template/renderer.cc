@@ -1,6 +1,8 @@
 // Expression evaluation of the Renderer.
 #include "template/renderer.h"
 
+#include <algorithm>
+
 #include "template/builtins.h"
 #include "template/chat_template.h"
 
@@ -47,10 +49,36 @@ Status UndefinedError(const Expr& e) {
 
 }  // namespace
 
-Status Renderer::CountStep() {
-  if (++steps_ > limits_.max_steps)
-    return ResourceExhaustedError("template exceeds the evaluation step limit");
+Status Renderer::CountStep() { return Charge(1); }
+
+Status Renderer::Charge(uint64_t units) {
+  steps_ += static_cast<int64_t>(std::min<uint64_t>(units, uint64_t{1} << 40));
+  if (steps_ > limits_.max_steps)
+    return ResourceExhaustedError("template exceeds its render budget of " + std::to_string(limits_.max_steps) +
+                                  " steps (statements, loop iterations and bytes built)");
   return Status::Ok();
+}
+
+Status Renderer::ChargeOperand(const Value& v, bool iterates) {
+  uint64_t items = 0;
+  if (v.is_string()) {
+    if (!iterates) return Charge(v.AsString().size() / kBytesPerStep);
+    items = v.AsString().size();  // one value per character
+  } else if (v.is_list()) {
+    items = v.AsList().size();
+  } else if (v.is_dict() || v.is_namespace()) {
+    items = v.AsDict().items.size();
+  }
+  if (items > Remaining().max_items) return ResourceExhaustedError("an operand exceeds the render budget");
+  return Charge(items / kItemsPerStep);
+}
+
+RenderLimits Renderer::Remaining() const {
+  RenderLimits r = limits_;
+  const uint64_t left = steps_ >= limits_.max_steps ? 0 : static_cast<uint64_t>(limits_.max_steps - steps_);
+  r.max_output_bytes = static_cast<size_t>(std::min<uint64_t>(limits_.max_output_bytes, left * kBytesPerStep));
+  r.max_items = static_cast<size_t>(std::min<uint64_t>(limits_.max_items, left * kItemsPerStep));
+  return r;
 }
 
 Value Renderer::Lookup(std::string_view name) const {
@@ -85,6 +113,14 @@ Result<Value> Renderer::Eval(const Expr& e) {
   }
   Result<Value> result = EvalImpl(e);
   if (!result.ok()) return AtPosition(result.status(), e.line, e.col);
+  // What this expression built (a name, an attribute or an item only shares a value that exists).
+  if (e.kind != Expr::Kind::kName && e.kind != Expr::Kind::kGetAttr && e.kind != Expr::Kind::kGetItem &&
+      e.kind != Expr::Kind::kLiteral && e.kind != Expr::Kind::kCondExpr) {
+    uint64_t cost = 0;
+    if (result->is_string()) cost = result->AsString().size() / kBytesPerStep;
+    if (result->is_list()) cost = result->AsList().size() / kItemsPerStep;
+    if (cost > 0) LLAMAY_RETURN_IF_ERROR(AtPosition(Charge(cost), e.line, e.col));
+  }
   return result;
 }
 
@@ -134,11 +170,13 @@ Result<Value> Renderer::EvalImpl(const Expr& e) {
       LLAMAY_ASSIGN_OR_RETURN(Value obj, Eval(*e.args[0]));
       if (obj.is_undefined()) return UndefinedError(*e.args[0]);
       LLAMAY_ASSIGN_OR_RETURN(Value key, Eval(*e.args[1]));
+      LLAMAY_RETURN_IF_ERROR(ChargeOperand(obj, /*iterates=*/false));  // a string is indexed by code points
       return GetItem(obj, key);
     }
     case Expr::Kind::kSlice: {
       LLAMAY_ASSIGN_OR_RETURN(Value obj, Eval(*e.args[0]));
       if (obj.is_undefined()) return UndefinedError(*e.args[0]);
+      LLAMAY_RETURN_IF_ERROR(ChargeOperand(obj, /*iterates=*/false));
       Value bounds[3];
       for (int i = 0; i < 3; ++i) {
         if (e.args[i + 1] == nullptr) continue;
@@ -157,7 +195,14 @@ Result<Value> Renderer::EvalImpl(const Expr& e) {
         return UndefinedError(*e.args[0]);
       }
       LLAMAY_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.call_args));
-      return ApplyFilter(e.name, operand, args, limits_);
+      if (e.name != "length" && e.name != "count" && e.name != "default" && e.name != "d" && e.name != "safe") {
+        const bool by_string = e.name == "trim" || e.name == "lower" || e.name == "upper" || e.name == "replace" ||
+                               e.name == "indent" || e.name == "title" || e.name == "capitalize" ||
+                               e.name == "escape" || e.name == "e" || e.name == "string" || e.name == "int" ||
+                               e.name == "float" || e.name == "tojson";
+        LLAMAY_RETURN_IF_ERROR(ChargeOperand(operand, /*iterates=*/!by_string));
+      }
+      return ApplyFilter(e.name, operand, args, Remaining());
     }
     case Expr::Kind::kTest: {
       LLAMAY_ASSIGN_OR_RETURN(Value operand, Eval(*e.args[0]));
@@ -197,19 +242,24 @@ Result<Value> Renderer::EvalBinary(const Expr& e) {
   }
   LLAMAY_ASSIGN_OR_RETURN(Value right, Eval(*e.args[1]));
   if (e.name == "~") {
+    const size_t cap = Remaining().max_output_bytes;
+    if ((left.is_string() ? left.AsString().size() : 0) + (right.is_string() ? right.AsString().size() : 0) > cap)
+      return ResourceExhaustedError("string exceeds the output limit");
     std::string s = ToStr(left) + ToStr(right);
-    if (s.size() > limits_.max_output_bytes) return ResourceExhaustedError("string exceeds the output limit");
+    if (s.size() > cap) return ResourceExhaustedError("string exceeds the output limit");
     return Value::String(std::move(s));
   }
   if (left.is_undefined()) return UndefinedError(*e.args[0]);
   if (right.is_undefined()) return UndefinedError(*e.args[1]);
-  return Arithmetic(e.name, left, right, limits_);
+  return Arithmetic(e.name, left, right, Remaining());
 }
 
 Result<Value> Renderer::EvalCompare(const Expr& e) {
   LLAMAY_ASSIGN_OR_RETURN(Value left, Eval(*e.args[0]));
   for (size_t i = 0; i < e.ops.size(); ++i) {
     LLAMAY_ASSIGN_OR_RETURN(Value right, Eval(*e.args[i + 1]));
+    LLAMAY_RETURN_IF_ERROR(ChargeOperand(left, false));
+    LLAMAY_RETURN_IF_ERROR(ChargeOperand(right, false));
     const std::string& op = e.ops[i];
     bool holds;
     if (op == "==") {
@@ -235,18 +285,19 @@ Result<Value> Renderer::EvalCall(const Expr& e) {
     LLAMAY_ASSIGN_OR_RETURN(Value obj, Eval(*callee.args[0]));
     if (obj.is_undefined()) return UndefinedError(*callee.args[0]);
     LLAMAY_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.call_args));
+    LLAMAY_RETURN_IF_ERROR(ChargeOperand(obj, /*iterates=*/false));  // str.find, list.index, ... scan it
     if (obj.is_namespace() || (obj.is_dict() && !obj.AsDict().is_loop)) {
       Value member = GetAttr(obj, callee.name);  // a macro stored in a namespace or dict
       if (member.is_callable() && member.macro() != nullptr) return CallMacro(*member.macro(), args);
     }
-    return CallMethod(obj, callee.name, args, limits_);
+    return CallMethod(obj, callee.name, args, Remaining());
   }
   LLAMAY_ASSIGN_OR_RETURN(Value fn, Eval(callee));
   if (fn.is_undefined()) return UndefinedError(callee);
   if (!fn.is_callable()) return InvalidArgumentError(StrCat({"'", TypeName(fn), "' object is not callable"}));
   LLAMAY_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.call_args));
   if (fn.macro() != nullptr) return CallMacro(*fn.macro(), args);
-  return CallGlobal(fn.builtin_name(), args, limits_);
+  return CallGlobal(fn.builtin_name(), args, Remaining());
 }
 
 Result<Value> Renderer::CallMacro(const MacroDef& macro, const CallArgs& args) {

@@ -6,7 +6,12 @@
 // innermost scope outwards, then to the global functions.
 //
 // Limits (RenderLimits in chat_template.h) bound the output, the size of any list or string, the nesting of
-// evaluation (recursive macros) and the total work, so that any template terminates with a Status.
+// evaluation (recursive macros) and the total work, so that any template terminates with a Status. The
+// work is one budget of steps: a statement, an expression or a loop iteration costs one, and what a
+// render builds costs too (kBytesPerStep bytes of string or kItemsPerStep list items per step: the output,
+// a concatenation, a filter's result, a repeated string). Copying a value costs nothing (values share
+// their contents), so a hostile template's time is bounded by its budget whatever it does; an operation
+// is given only what the remaining budget can pay for (Remaining()), so one step cannot build 32 MiB.
 // Errors carry the line and column of the innermost expression or statement that failed.
 //
 // Thread-safety: a Renderer is single-use and single-threaded; the Program it reads is shared and
@@ -28,6 +33,9 @@ namespace llamay::chat::internal {
 
 class Renderer {
  public:
+  static constexpr uint64_t kBytesPerStep = 64;  // string bytes built per step of the budget
+  static constexpr uint64_t kItemsPerStep = 4;   // list items built per step of the budget
+
   explicit Renderer(const RenderLimits& limits) : limits_(limits) {}
 
   // REQUIRES: context is a dict (its items become the root scope).
@@ -57,6 +65,13 @@ class Renderer {
   Value Lookup(std::string_view name) const;
   void Assign(const std::string& name, Value value);
   Status CountStep();
+  // Charges `units` steps (what was built).
+  Status Charge(uint64_t units);
+  // Charges an operation's operand, which it reads whole (a string's bytes; a list's, a dict's or, when
+  // `iterates`, a string's items), so that repeating a cheap-looking operation on a big value pays.
+  Status ChargeOperand(const Value& v, bool iterates);
+  // limits_ with the string and list sizes capped by what the remaining budget can pay for.
+  RenderLimits Remaining() const;
 
   const RenderLimits& limits_;
   std::vector<Scope> scopes_;

@@ -37,7 +37,7 @@ Value Value::Float(double d) {
 Value Value::String(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
-  v.s_ = std::move(s);
+  v.s_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 
@@ -67,7 +67,7 @@ Value Value::MakeNamespace(std::vector<std::pair<std::string, Value>> items) {
 Value Value::Builtin(std::string name) {
   Value v;
   v.kind_ = Kind::kCallable;
-  v.s_ = std::move(name);
+  v.s_ = std::make_shared<const std::string>(std::move(name));
   return v;
 }
 
@@ -96,7 +96,7 @@ double Value::AsDouble() const {
 
 const std::string& Value::AsString() const {
   LLAMAY_CHECK(kind_ == Kind::kString);
-  return s_;
+  return *s_;
 }
 
 const List& Value::AsList() const {
@@ -116,7 +116,7 @@ DictData& Value::MutableNamespace() const {
 
 const std::string& Value::builtin_name() const {
   LLAMAY_CHECK(kind_ == Kind::kCallable && macro_ == nullptr);
-  return s_;
+  return *s_;
 }
 
 const MacroDef* Value::macro() const {

@@ -7,8 +7,9 @@
 // differently), dict (string keys in insertion order), namespace (the one mutable kind: a dict shared by
 // every copy, for `{% set ns.x = ... %}`) and callable (a builtin global such as range, or a macro).
 //
-// Invariants: lists and dicts are immutable once built and shared between copies (copying a Value is
-// cheap); a namespace's contents are shared on purpose. Dict keys are unique.
+// Invariants: strings, lists and dicts are immutable once built and shared between copies (copying a Value
+// is O(1), whatever it holds: a render's cost is what it builds, which the renderer charges to its step
+// budget); a namespace's contents are shared on purpose. Dict keys are unique.
 // Thread-safety: values built during one render are confined to it; the immutable parts may be read from
 // any thread.
 #ifndef LLAMAY_TEMPLATE_VALUE_H_
@@ -90,7 +91,7 @@ class Value {
   bool b_ = false;
   int64_t i_ = 0;
   double d_ = 0;
-  std::string s_;  // string value or builtin name
+  std::shared_ptr<const std::string> s_;  // string value or builtin name (non-null for those kinds)
   std::shared_ptr<const List> list_;
   std::shared_ptr<DictData> dict_;
   const MacroDef* macro_ = nullptr;

@@ -19,7 +19,8 @@ inline constexpr int kExitWrongModel = 3; // a snapshot computed by another mode
 // The text `llamay --help` ends with.
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 ok; 1 the operation failed (I/O, memory); 2 bad arguments, or an unreadable or damaged\n"
-    "input (missing file, malformed GGUF, corrupt or truncated snapshot); 3 a snapshot from another model.";
+    "input (missing file, malformed GGUF, corrupt or truncated snapshot); 3 a snapshot from another model;\n"
+    "130 interrupted (Ctrl-C during a prefill or generation; a second Ctrl-C ends it at once).";
 
 // Prints "llamay: <status>" to stderr and returns `code`: how every command reports a failure.
 int Fail(const Status& s, int code);

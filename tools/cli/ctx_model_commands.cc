@@ -82,9 +82,10 @@ int RunBuild(const BuildOptions& o) {
                                      "snapshot holds (" + std::to_string(kv::kMaxPositions) + ")"),
                 kExitBadInput);
   kv::Context ctx = setup->cache->NewContext();
+  InstallInterruptHandler();  // Ctrl-C stops the prefill within a chunk; no snapshot is written
   const auto t0 = Clock::now();
   auto logits = Prefill(model, ctx, *ids);
-  if (!logits.ok()) return Fail(logits.status(), kExitFailure);
+  if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
   const double prefill_s = SecondsSince(t0);
   // A restore without new tokens needs the logits after the last position. An attention model's restore
   // recomputes them from its last token; a recurrent state cannot step back a token, so a hybrid model's
@@ -193,9 +194,10 @@ int RunRestore(const RestoreOptions& o) {
   std::vector<int32_t> history = ctx->tokens();
   history.insert(history.end(), run.begin(), run.end());
 
+  InstallInterruptHandler();
   const auto t1 = Clock::now();
   auto logits = have_logits ? Result<std::vector<float>>(std::move(stored_logits)) : Prefill(model, *ctx, run);
-  if (!logits.ok()) return Fail(logits.status(), kExitFailure);
+  if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
   const double prefill_s = SecondsSince(t1);
   std::string text;
   auto gen = Decode(model, tok, *sampler, *ctx, std::move(*logits), std::move(history), o.n_predict,
@@ -207,7 +209,7 @@ int RunRestore(const RestoreOptions& o) {
                         std::fflush(stdout);
                       }
                     });
-  if (!gen.ok()) return Fail(gen.status(), kExitFailure);
+  if (!gen.ok()) return Fail(gen.status(), ExitCodeFor(gen.status(), kExitFailure));
   const double gen_tps = gen->generated / std::max(gen->seconds, 1e-9);
   if (o.json) {
     PrintJson({{"source", o.input},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 
 #include "format.h"
@@ -22,7 +23,28 @@ void DrawProgress(size_t done, size_t total) {
   std::fflush(stderr);
 }
 
+volatile std::sig_atomic_t g_interrupted = 0;
+constexpr int kInterruptedDetail = 130;  // Status::detail() of Interrupted()
+
+extern "C" void OnInterrupt(int sig) {
+  g_interrupted = 1;
+  std::signal(sig, SIG_DFL);  // a second one ends the process
+}
+
 }  // namespace
+
+void InstallInterruptHandler() {
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+}
+
+bool InterruptRequested() { return g_interrupted != 0; }
+
+Status Interrupted() { return Status(StatusCode::kUnavailable, "interrupted", kInterruptedDetail); }
+
+int ExitCodeFor(const Status& s, int otherwise) {
+  return s.code() == StatusCode::kUnavailable && s.detail() == kInterruptedDetail ? 130 : otherwise;
+}
 
 Result<std::vector<float>> Prefill(const model::Model& m, kv::Context& ctx, std::span<const int32_t> tokens,
                                    size_t chunk) {
@@ -30,6 +52,10 @@ Result<std::vector<float>> Prefill(const model::Model& m, kv::Context& ctx, std:
   const bool progress = tokens.size() > chunk && ::isatty(STDERR_FILENO);
   std::vector<float> last;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
+    if (InterruptRequested()) {
+      if (progress) std::fprintf(stderr, "\n");
+      return Interrupted();
+    }
     const size_t n = std::min(chunk, tokens.size() - i);
     model::SeqInput in{&ctx, tokens.subspan(i, n), false};
     last.clear();
@@ -51,6 +77,7 @@ Result<DecodeStats> Decode(const model::Model& m, const tokenizer::Tokenizer& to
   tokenizer::StreamingDetokenizer detok(tok);
   DecodeStats st;
   for (; st.generated < n_predict; ++st.generated) {
+    if (InterruptRequested()) return Interrupted();
     const int32_t next = sampler.Sample(logits, history);
     history.push_back(next);
     if (tok.IsEog(next)) break;

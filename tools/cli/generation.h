@@ -41,6 +41,15 @@ Result<DecodeStats> Decode(const model::Model& m, const tokenizer::Tokenizer& to
                            kv::Context& ctx, std::vector<float> logits, std::vector<int32_t> history,
                            int n_predict, const std::function<void(const std::string&)>& on_text);
 
+// Ctrl-C for `run` and `ctx build|restore`: the first SIGINT or SIGTERM sets a flag that Prefill and
+// Decode check between chunks and tokens (they then fail with Interrupted()), so the command stops within
+// one chunk and reports it; a second signal ends the process at once (the default action is restored).
+void InstallInterruptHandler();
+bool InterruptRequested();
+// The status Prefill and Decode return when interrupted; `Fail(s, ExitCodeFor(s))` exits 130 for it.
+Status Interrupted();
+int ExitCodeFor(const Status& s, int otherwise);
+
 // The sampler for --temp/--top-k/... and --seed (-1: a random seed).
 Result<sampling::Sampler> MakeSampler(sampling::SamplingParams params, int64_t seed);
 

@@ -48,9 +48,10 @@ int RunGenerate(const RunOptions& o) {
   if (!ids.ok()) return Fail(ids.status(), kExitBadInput);
   if (ids->empty()) return Fail(InvalidArgumentError("the prompt encodes to no tokens"), kExitBadInput);
   kv::Context ctx = (*cache)->NewContext();
+  InstallInterruptHandler();
   const auto t0 = Clock::now();
   auto logits = Prefill(*m->model, ctx, *ids, o.batch);
-  if (!logits.ok()) return Fail(logits.status(), kExitFailure);
+  if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
   const double prefill_s = SecondsSince(t0);
   std::printf("%s", o.prompt.c_str());
   std::fflush(stdout);
@@ -59,7 +60,7 @@ int RunGenerate(const RunOptions& o) {
                       std::printf("%s", text.c_str());
                       std::fflush(stdout);
                     });
-  if (!gen.ok()) return Fail(gen.status(), kExitFailure);
+  if (!gen.ok()) return Fail(gen.status(), ExitCodeFor(gen.status(), kExitFailure));
   std::printf("\n");
   std::fprintf(stderr, "\nprompt: %zu tokens in %s (%.1f tokens/s); generation: %d tokens in %s (%.1f tokens/s)\n",
                ids->size(), FormatDuration(prefill_s).c_str(), static_cast<double>(ids->size()) / prefill_s,

@@ -3,7 +3,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -11,6 +15,7 @@
 #include "format.h"
 #include "kernels/cpu.h"
 #include "model_source.h"
+#include "server/chat_prompt.h"
 #include "server/server.h"
 
 namespace llamay::cli {
@@ -29,7 +34,19 @@ struct ServeOptions {
   size_t max_body_mib = 256;
   size_t max_active = 16;
   size_t max_queue = 256;
+  double drain_seconds = 5;
 };
+
+// Waits in its own thread for a second SIGINT/SIGTERM during the shutdown and exits at once.
+void ExitOnSecondSignal(sigset_t signals) {
+  std::thread([signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "llamay: second %s: exiting now\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::fflush(stderr);
+    std::_Exit(128 + sig);
+  }).detach();
+}
 
 int RunServe(const ServeOptions& o) {
   // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts so every thread
@@ -63,6 +80,11 @@ int RunServe(const ServeOptions& o) {
     if (Status s = srv.LoadContexts(o.state_dir, &warnings); !s.ok()) return Fail(s, kExitFailure);
     for (const auto& w : warnings) std::fprintf(stderr, "llamay: skipped a saved context: %s\n", w.c_str());
   }
+  if (!srv.chat_prompt().problem().ok())
+    std::fprintf(stderr,
+                 "llamay: warning: %s; chat requests (/v1/chat/completions, messages in /v1/contexts) will be answered "
+                 "500 chat_template_error, prompts are served\n",
+                 srv.chat_prompt().problem().message().c_str());
   if (Status s = srv.Start(); !s.ok()) return Fail(s, kExitFailure);
   std::fprintf(stderr, "llamay: serving %s on http://%s:%d (KV budget %s, %s, %u-token pages; %s kernels)\n",
                (*engine)->model().file().GetStringOr("general.name", "model").c_str(), o.host.c_str(), srv.port(),
@@ -70,13 +92,36 @@ int RunServe(const ServeOptions& o) {
                std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "llamay: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  srv.Stop();
+  // Shutdown: stop listening and cancel what runs at once; let handlers end within the drain; save the
+  // held contexts; exit. A second signal exits at once.
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.drain_seconds * 1000));
+  std::fprintf(stderr, "llamay: %s: shutting down (requests in flight are cancelled; drain %.1f s; a second signal exits at once)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain_seconds);
+  ExitOnSecondSignal(signals);
+  srv.BeginShutdown();
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  const bool drained = srv.WaitStopped(left());
+  if (!drained) std::fprintf(stderr, "llamay: requests still running after the %.1f s drain: not waiting for them\n", o.drain_seconds);
+  int rc = kExitOk;
   if (!o.state_dir.empty()) {
-    if (Status s = srv.SaveContexts(o.state_dir); !s.ok()) return Fail(s, kExitFailure);
-    std::fprintf(stderr, "llamay: held contexts saved to %s\n", o.state_dir.c_str());
+    // At least a moment to compute the pending last token of each held context, even when the drain is over.
+    const auto wait = std::max(left(), std::chrono::milliseconds(2000));
+    if (Status s = srv.SaveContexts(o.state_dir, wait); !s.ok()) {
+      rc = Fail(s, kExitFailure);
+    } else {
+      std::fprintf(stderr, "llamay: held contexts saved to %s\n", o.state_dir.c_str());
+    }
   }
-  return kExitOk;
+  if (!drained) {  // handlers that did not end would block the destructors: leave without them
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -96,6 +141,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
   s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();
   s->add_option("--max-queue", o->max_queue, "Requests that may wait; beyond it, 429")->capture_default_str();
+  s->add_option("--drain-seconds", o->drain_seconds,
+                "On SIGINT/SIGTERM, how long cancelled requests may take to end before the process exits")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   s->callback([o, exit_code] { *exit_code = RunServe(*o); });
 }
 

@@ -1,0 +1,70 @@
+#include "server/chat_prompt.h"
+
+#include "server/http_util.h"
+#include "server/server.h"
+
+namespace llamay::server {
+namespace {
+
+using chat::TemplateErrorDetail;
+
+Status Fault(const std::string& message) {
+  return Status(StatusCode::kInternal, message, kDetailChatTemplateFault);
+}
+
+bool IsDetail(const Status& s, TemplateErrorDetail d) { return s.detail() == static_cast<int>(d); }
+
+}  // namespace
+
+ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  bos_ = tok.bos() >= 0 ? tok.TokenText(tok.bos()) : "";
+  eos_ = tok.eos() >= 0 ? tok.TokenText(tok.eos()) : "";
+  std::string source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
+  source_name_ = source.empty() ? "the default ChatML chat template" : "the model's chat template";
+  if (source.empty()) source = std::string(chat::DefaultChatTemplate());
+  auto parsed = chat::ChatTemplate::Parse(source);
+  if (!parsed.ok()) {
+    problem_ = Fault(source_name_ + " does not parse: " + parsed.status().message());
+    return;
+  }
+  // A one-message conversation every chat template must take: failing on it for a reason of its own
+  // (raise_exception aside: a template may demand a system message) makes the template unusable.
+  const nlohmann::json probe = nlohmann::json::array({{{"role", "user"}, {"content", "Hello"}}});
+  auto text = chat::RenderMessages(*parsed, probe, /*add_generation_prompt=*/true, bos_, eos_);
+  if (!text.ok() && !IsDetail(text.status(), TemplateErrorDetail::kRaised)) {
+    problem_ = Fault(source_name_ + " fails on a one-message conversation: " + text.status().message());
+    return;
+  }
+  template_ = std::move(*parsed);
+}
+
+Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, bool session) const {
+  if (!problem_.ok()) return problem_;
+  for (const auto& m : messages)
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return InvalidArgumentError("each message needs a string 'role'");
+  auto text = chat::RenderMessages(*template_, messages, /*add_generation_prompt=*/true, bos_, eos_);
+  if (!text.ok()) {
+    const Status& s = text.status();
+    if (IsDetail(s, TemplateErrorDetail::kRaised) || IsDetail(s, TemplateErrorDetail::kRuntime))
+      return Status(StatusCode::kInvalidArgument, source_name_ + " rejected the messages: " + s.message(),
+                    kDetailChatTemplateRejected);
+    if (IsDetail(s, TemplateErrorDetail::kLimit) || IsDetail(s, TemplateErrorDetail::kSyntax))
+      return Fault(source_name_ + " is broken: " + s.message());
+    return s.WithContext("chat template");
+  }
+  const tokenizer::Tokenizer& tok = engine_.tokenizer();
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true,
+                                                                   /*continuation=*/session));
+  // A template that writes the BOS text itself, tokenized with add_special, would start with two.
+  if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
+  if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
+  return ids;
+}
+
+Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session) {
+  return server.chat_prompt().Tokens(messages, session);
+}
+
+}  // namespace llamay::server
