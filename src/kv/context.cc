@@ -301,6 +301,21 @@ Status Context::Checkpoint() {
   if (!s_->checkpoints.empty() && s_->checkpoints.back().pos == s_->state_pos) return Status::Ok();
   s_->state->refs.fetch_add(1, std::memory_order_relaxed);
   s_->checkpoints.push_back({s_->state_pos, s_->state});
+  // Bounded: past the limit every other checkpoint goes (the first and the newest stay), so however long
+  // the context grows its checkpoints still span it, at twice the spacing.
+  if (s_->checkpoints.size() > kMaxContextCheckpoints) {
+    std::vector<Page*> drop;
+    std::vector<internal::Checkpoint> kept;
+    for (size_t i = 0; i < s_->checkpoints.size(); ++i) {
+      if (i % 2 == 0 || i + 1 == s_->checkpoints.size()) {
+        kept.push_back(s_->checkpoints[i]);
+      } else {
+        drop.push_back(s_->checkpoints[i].state);
+      }
+    }
+    s_->checkpoints = std::move(kept);
+    s_->cache->ReleasePages(drop);
+  }
   return Status::Ok();
 }
 

@@ -96,6 +96,8 @@ class Context {
   Status CommitState(size_t n);
   // Freezes the live slot as a checkpoint at state_position() (shares it; the next write copies). No-op
   // at position 0 or where a checkpoint already exists. Retain donates checkpoints to the prefix tree.
+  // A context holds at most kMaxContextCheckpoints: past that, every other one is dropped (the first and
+  // the newest stay), so a long prefill's checkpoints stay bounded in memory and still span it.
   Status Checkpoint();
   std::vector<size_t> CheckpointPositions() const;
 

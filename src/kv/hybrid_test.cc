@@ -139,6 +139,28 @@ TEST(Hybrid, RollbackNeedsACheckpointBelowTheState) {
   ExpectInvariants(*cache);
 }
 
+TEST(Hybrid, ALongContextsCheckpointsStayBoundedAndSpanIt) {
+  auto cache = MakeCache(HybridLayout());
+  Context c = cache->NewContext();
+  for (int i = 0; i < 40; ++i) {  // a checkpoint every 4 positions up to 160
+    ASSERT_TRUE(c.Append(Iota(4, 4 * i)).ok());
+    Advance(c, static_cast<uint8_t>(i + 1));
+    ASSERT_TRUE(c.Checkpoint().ok());
+  }
+  const std::vector<size_t> cps = c.CheckpointPositions();
+  ASSERT_LE(cps.size(), kMaxContextCheckpoints);
+  EXPECT_GE(cps.size(), kMaxContextCheckpoints / 2);
+  EXPECT_EQ(cps.front(), 4u);   // the first stays
+  EXPECT_EQ(cps.back(), 160u);  // and the newest
+  // The dropped ones released their states: the live slot and the kept checkpoints are all that remain.
+  EXPECT_EQ(cache->Stats().states_live, cps.size());  // the newest checkpoint shares the live slot
+  // A kept checkpoint still rolls back exactly.
+  const size_t mid = cps[cps.size() / 2];
+  ASSERT_TRUE(c.Rollback(mid).ok());
+  EXPECT_EQ(StateTag(c), static_cast<uint8_t>(mid / 4));
+  ExpectInvariants(*cache);
+}
+
 TEST(Hybrid, CommitStaysWithinTheContext) {
   auto cache = MakeCache(HybridLayout());
   Context c = cache->NewContext();

@@ -329,6 +329,12 @@ class Harness {
     ASSERT_TRUE(live_[id].Checkpoint().ok());
     if (r.state_pos > 0 && (r.checkpoints.empty() || r.checkpoints.back().pos != r.state_pos))
       r.checkpoints.push_back({r.state_pos, r.state});
+    if (r.checkpoints.size() > kMaxContextCheckpoints) {  // every other one goes; the first and newest stay
+      std::vector<RefCheckpoint> kept;
+      for (size_t i = 0; i < r.checkpoints.size(); ++i)
+        if (i % 2 == 0 || i + 1 == r.checkpoints.size()) kept.push_back(r.checkpoints[i]);
+      r.checkpoints = std::move(kept);
+    }
   }
   void OpTrim() {
     last_op_ = "trim";

@@ -34,6 +34,8 @@
 namespace llamay::kv {
 
 inline constexpr uint32_t kDefaultPageTokens = 64;
+// Checkpoints one context holds at most (Context::Checkpoint thins them past this).
+inline constexpr size_t kMaxContextCheckpoints = 16;
 // Attention groups one layout may have (full attention plus distinct windows).
 inline constexpr size_t kMaxAttentionGroups = 8;
 // The most positions one context (and one snapshot) may hold.
