@@ -85,6 +85,7 @@ Result<uint64_t> Engine::Submit(Request&& request, Sink sink) {
   uint64_t id;
   {
     std::lock_guard l(mu_);
+    if (refusing_) return UnavailableError("engine: shutting down; no new requests are accepted");
     if (queue_.size() >= options_.max_queue) {
       ++stats_.rejected;
       return UnavailableError("engine: " + std::to_string(queue_.size()) + " requests are already waiting (" +
@@ -105,6 +106,16 @@ void Engine::Cancel(uint64_t id) {
     cancelled_.push_back(id);
   }
   cv_.notify_all();
+}
+
+void Engine::StopAccepting() {
+  std::lock_guard l(mu_);
+  refusing_ = true;
+}
+
+void Engine::StartAccepting() {
+  std::lock_guard l(mu_);
+  refusing_ = false;
 }
 
 void Engine::CancelAll() {

@@ -147,6 +147,11 @@ class Engine {
   void Cancel(uint64_t id);
   // Cancels every request queued or running now (shutdown). Later submissions are not affected.
   void CancelAll();
+  // From now on Submit refuses every request (Unavailable): a shutdown, so that a request whose handler
+  // was still preparing it (tokenizing a long prompt) when CancelAll ran does not start afterwards.
+  void StopAccepting();
+  // Undoes StopAccepting (a shutdown's own last work: settling what --state-dir saves).
+  void StartAccepting();
   // Submits and waits. `keep_context`: the context comes back in the result instead of being closed.
   // `stop` (optional) is polled every 50 ms while waiting; once it returns true the request is cancelled
   // and the result has reason kCancelled (a departed client, a shutdown).
@@ -191,6 +196,7 @@ class Engine {
   std::vector<uint64_t> cancelled_;         // GUARDED_BY(mu_)
   uint64_t cancel_all_below_ = 1;           // GUARDED_BY(mu_): ids below it were cancelled by CancelAll
   bool stopping_ = false;                   // GUARDED_BY(mu_)
+  bool refusing_ = false;                   // GUARDED_BY(mu_): StopAccepting was called
   uint64_t next_id_ = 1;                    // GUARDED_BY(mu_)
   EngineStats stats_;                       // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<Seq>> active_;  // scheduler thread only

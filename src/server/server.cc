@@ -200,6 +200,7 @@ void Server::Stop() {
 void Server::BeginShutdown() {
   shutting_down_ = true;
   if (http_) http_->stop();  // closes the listening socket; handlers still running finish below
+  engine_->StopAccepting();  // a handler still preparing its request (tokenizing) gets no engine time
   engine_->CancelAll();
 }
 
@@ -215,6 +216,8 @@ bool Server::WaitStopped(std::chrono::milliseconds wait) {
 }
 
 Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wait) {
+  // The shutdown refused new engine work; settling held contexts' tails is the saver's own work.
+  engine_->StartAccepting();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("create " + dir + ": " + ec.message());
