@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "bench/bench_table.h"
 #include "bench/hybrid_bench.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -270,47 +271,12 @@ void Must(const Status& s, const std::string& what) {
   if (!s.ok()) Die(s, what);
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Nearest-rank percentile, p in (0, 100].
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-// A markdown table printed row by row (right-aligned numbers after the first column).
-void Row(const std::vector<std::string>& cells) {
-  std::string line = "|";
-  for (const auto& c : cells) line += " " + c + " |";
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
-void Header(const std::vector<std::string>& cells) {
-  Row(cells);
-  std::vector<std::string> rule;
-  for (size_t i = 0; i < cells.size(); ++i) rule.push_back(i == 0 ? "---" : "---:");
-  Row(rule);
-}
-
-// Random token ids in [3, vocab): never BOS (1), EOS (2) or UNK (0).
-std::vector<int32_t> RandomTokens(size_t n, uint32_t seed, uint32_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> out(n);
-  for (auto& t : out) t = static_cast<int32_t>(3 + rng() % (vocab - 3));
-  return out;
 }
 
 void WarmUp(engine::Engine& e);

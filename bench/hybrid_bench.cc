@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "bench/bench_table.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "kv/cache.h"
@@ -45,41 +46,6 @@ template <typename T>
 T Must(Result<T> r, const std::string& what) {
   if (!r.ok()) Die(r.status(), what);
   return std::move(*r);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-void Row(const std::vector<std::string>& cells) {
-  std::string line = "|";
-  for (const auto& c : cells) line += " " + c + " |";
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
-
-void Header(const std::vector<std::string>& cells) {
-  Row(cells);
-  std::vector<std::string> rule;
-  for (size_t i = 0; i < cells.size(); ++i) rule.push_back(i == 0 ? "---" : "---:");
-  Row(rule);
-}
-
-// Random token ids in [3, vocab): never BOS (1), EOS (2) or UNK (0).
-std::vector<int32_t> RandomTokens(size_t n, uint32_t seed, uint32_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> out(n);
-  for (auto& t : out) t = static_cast<int32_t>(3 + rng() % (vocab - 3));
-  return out;
 }
 
 // The synthetic hybrid model, built once; each engine parses its own copy of the bytes.
