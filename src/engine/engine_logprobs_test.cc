@@ -6,6 +6,7 @@
 #include <future>
 
 #include "engine/engine.h"
+#include "engine/logprobs_test_util.h"
 #include "model/demo_model.h"
 
 namespace llamay::engine {
@@ -27,27 +28,7 @@ std::vector<int32_t> Prompt(int n, int salt) {
   return p;
 }
 
-// Row p: log-softmax (in double) of the logits at position p, the model fed one token per step.
-std::vector<std::vector<double>> ReferenceLogSoftmax(const model::Model& m,
-                                                     const std::vector<int32_t>& tokens) {
-  kv::CacheOptions co;
-  co.layout = m.KvLayoutFor(64, kv::KvPrecision::kF16);
-  auto cache = std::move(*kv::Cache::Create(co));
-  kv::Context ctx = cache->NewContext();
-  std::vector<std::vector<double>> rows;
-  for (const int32_t& t : tokens) {
-    std::vector<float> logits;
-    model::SeqInput in{&ctx, std::span(&t, 1), false};
-    EXPECT_TRUE(m.Forward(std::span(&in, 1), &logits).ok());
-    double max = -INFINITY, sum = 0;
-    for (float l : logits) max = std::max(max, static_cast<double>(l));
-    for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
-    std::vector<double> row;
-    for (float l : logits) row.push_back(static_cast<double>(l) - max - std::log(sum));
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
+using test_util::ReferenceLogSoftmax;
 
 // Every entry of `got` (entry i: prompt[i + 1]) against the reference rows: the token's logprob and the top
 // alternatives, most probable first.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/logprobs_test_util.h"
 #include "model/demo_model.h"
 #include "server/server.h"
 
@@ -74,27 +75,7 @@ std::unique_ptr<model::Model> DemoModel() {
   return std::move(*model::Model::FromFile(std::move(*gguf::File::FromBuffer(model::BuildDemoModel()))));
 }
 
-// Row p: log-softmax (in double) of the logits at position p, the model fed one token per step.
-std::vector<std::vector<double>> ReferenceLogSoftmax(const model::Model& m,
-                                                     const std::vector<int32_t>& tokens) {
-  kv::CacheOptions co;
-  co.layout = m.KvLayoutFor(64, kv::KvPrecision::kF16);  // the server's default precision
-  auto cache = std::move(*kv::Cache::Create(co));
-  kv::Context ctx = cache->NewContext();
-  std::vector<std::vector<double>> rows;
-  for (const int32_t& t : tokens) {
-    std::vector<float> logits;
-    model::SeqInput in{&ctx, std::span(&t, 1), false};
-    EXPECT_TRUE(m.Forward(std::span(&in, 1), &logits).ok());
-    double max = -INFINITY, sum = 0;
-    for (float l : logits) max = std::max(max, static_cast<double>(l));
-    for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
-    std::vector<double> row;
-    for (float l : logits) row.push_back(static_cast<double>(l) - max - std::log(sum));
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
+using engine::test_util::ReferenceLogSoftmax;
 
 // The echoed prompt's token_logprobs (entry 0 null) against the reference, within 1e-6 (relative beyond 1).
 void ExpectPromptLogprobsMatch(const json& lp, const std::vector<int32_t>& prompt, const model::Model& m) {
