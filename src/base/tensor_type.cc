@@ -48,4 +48,10 @@ std::optional<TensorTypeInfo> GetTensorTypeInfo(uint32_t type) {
   return std::nullopt;
 }
 
+std::optional<TensorType> TensorTypeFromName(std::string_view name) {
+  for (const auto& t : kTypes)
+    if (t.name == name) return t.type;
+  return std::nullopt;
+}
+
 }  // namespace llamay

@@ -57,6 +57,9 @@ struct TensorTypeInfo {
 // Geometry of a known type number; nullopt for a number GGUF does not define (or that was retired).
 std::optional<TensorTypeInfo> GetTensorTypeInfo(uint32_t type);
 
+// The type llama.cpp names `name` ("q8_0", "q4_K"); nullopt for an unknown name.
+std::optional<TensorType> TensorTypeFromName(std::string_view name);
+
 inline std::string_view TensorTypeName(TensorType t) {
   auto info = GetTensorTypeInfo(static_cast<uint32_t>(t));
   return info ? info->name : std::string_view("unknown");

@@ -13,6 +13,7 @@
 #include "kv/cache.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "synth_command.h"
 
 namespace llamay::cli {
 namespace {
@@ -29,14 +30,6 @@ struct BenchOptions {
   int threads = 0;
   std::string kv_precision = "f16";
 };
-
-Result<TensorType> ParseType(const std::string& name) {
-  for (uint32_t t = 0; t < 64; ++t) {
-    auto info = GetTensorTypeInfo(t);
-    if (info && info->name == name) return info->type;
-  }
-  return InvalidArgumentError("unknown weight type '" + name + "' (try f16, q8_0, q4_0, q4_K)");
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -61,7 +54,7 @@ int RunBench(const BenchOptions& o) {
   Result<std::unique_ptr<model::Model>> m = InternalError("unset");
   std::string label;
   if (!o.synthetic.empty()) {
-    auto type = ParseType(o.synthetic);
+    auto type = ParseWeightType(o.synthetic);
     if (!type.ok()) return Fail(type.status(), kExitBadInput);
     const bool hybrid = o.arch == "granitehybrid";
     if (!hybrid && o.arch != "llama")

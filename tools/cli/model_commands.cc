@@ -13,6 +13,7 @@
 #include "kv/cache.h"
 #include "model/demo_model.h"
 #include "model_source.h"
+#include "synth_command.h"
 
 namespace llamay::cli {
 namespace {
@@ -90,6 +91,7 @@ void AddModelCommands(CLI::App& app, int* exit_code) {
     *exit_code = s.ok() ? kExitOk : Fail(s, kExitFailure);
     if (s.ok()) std::printf("wrote %s (%s)\n", demo_out->c_str(), model::kDemoModelName);
   });
+  AddSynthCommand(*model_cmd, exit_code);
 
   struct TokenizeArgs {
     std::string model, text;

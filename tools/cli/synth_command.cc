@@ -1,0 +1,117 @@
+#include "synth_command.h"
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "base/file.h"
+#include "ctx_commands.h"
+#include "format.h"
+#include "kernels/dequant.h"
+#include "model/synthetic_model.h"
+
+namespace llamay::cli {
+namespace {
+
+// Every type `--type all` writes: the ones llamay quantises to, in llama.cpp's naming.
+constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
+                                    TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ4_0, TensorType::kQ4_1,
+                                    TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K};
+
+struct SynthOptions {
+  std::string output;
+  std::string type = "q8_0";
+  std::string shape = "peer";  // peer | hybrid
+  std::string name;
+  // Overrides of the shape's dimensions (0: the shape's own).
+  uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  uint64_t seed = 0;
+};
+
+Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
+  model::SyntheticSpec s;
+  if (o.shape == "peer") {
+    s = model::PeerShape(type);
+  } else if (o.shape == "hybrid") {
+    s = model::HybridShape(type);
+  } else {
+    return InvalidArgumentError("--shape must be peer or hybrid, got '" + o.shape + "'");
+  }
+  auto set = [](uint32_t v, uint32_t& field) {
+    if (v != 0) field = v;
+  };
+  set(o.n_vocab, s.n_vocab);
+  set(o.n_embd, s.n_embd);
+  set(o.n_layer, s.n_layer);
+  set(o.n_head, s.n_head);
+  set(o.n_head_kv, s.n_head_kv);
+  set(o.n_ff, s.n_ff);
+  if (o.seed != 0) s.seed = o.seed;
+  if (!o.name.empty()) s.name = o.name;
+  return s;
+}
+
+Status WriteOne(const SynthOptions& o, TensorType type, const std::string& path) {
+  auto spec = SpecFor(o, type);
+  if (!spec.ok()) return spec.status();
+  auto bytes = model::BuildSyntheticModel(*spec);
+  if (!bytes.ok()) return bytes.status();
+  LLAMAY_RETURN_IF_ERROR(WriteFileAtomic(path, *bytes));
+  std::printf("wrote %s (%s, %s, %s)\n", path.c_str(), spec->name.c_str(), std::string(TensorTypeName(type)).c_str(),
+              FormatBytes(bytes->size()).c_str());
+  return Status::Ok();
+}
+
+// A shape the type cannot hold, or a bad option, is the user's error (exit 2); I/O failures exit 1.
+int SynthFailure(const Status& s) {
+  return Fail(s, s.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+}
+
+int RunSynth(const SynthOptions& o) {
+  if (o.type != "all") {
+    auto type = ParseWeightType(o.type);
+    if (!type.ok()) return Fail(type.status(), kExitBadInput);
+    Status s = WriteOne(o, *type, o.output);
+    return s.ok() ? kExitOk : SynthFailure(s);
+  }
+  // -o names a directory; each file is <shape>-<type>.gguf inside it.
+  for (TensorType t : kAllTypes) {
+    const std::string path = o.output + "/" + o.shape + "-" + std::string(TensorTypeName(t)) + ".gguf";
+    Status s = WriteOne(o, t, path);
+    if (!s.ok()) return SynthFailure(s);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Result<TensorType> ParseWeightType(const std::string& name) {
+  auto t = TensorTypeFromName(name);
+  if (!t || !kernels::CanQuantize(*t))
+    return InvalidArgumentError("unknown or unsupported weight type '" + name +
+                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_0, q4_1, q6_K, q5_K, q4_K)");
+  return *t;
+}
+
+void AddSynthCommand(CLI::App& model_cmd, int* exit_code) {
+  auto o = std::make_shared<SynthOptions>();
+  CLI::App* c = model_cmd.add_subcommand(
+      "synth", "Write a GGUF model of a given shape with deterministic synthetic weights (for benchmarks)");
+  c->add_option("-o,--output", o->output, "Destination file (with --type all: an existing directory)")->required();
+  c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")->capture_default_str();
+  c->add_option("--shape", o->shape,
+                "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
+                "290M (every 4th layer attention, the rest Mamba-2)")
+      ->capture_default_str();
+  c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
+  c->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the shape's)");
+  c->add_option("--dim", o->n_embd, "Embedding width (default: the shape's)");
+  c->add_option("--layers", o->n_layer, "Layers (default: the shape's)");
+  c->add_option("--heads", o->n_head, "Attention heads (default: the shape's)");
+  c->add_option("--kv-heads", o->n_head_kv, "KV heads (default: the shape's)");
+  c->add_option("--ffn", o->n_ff, "FFN width (default: the shape's)");
+  c->add_option("--seed", o->seed, "Weight seed (default: the shape's)");
+  c->callback([o, exit_code] { *exit_code = RunSynth(*o); });
+}
+
+}  // namespace llamay::cli
