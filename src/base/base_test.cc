@@ -27,8 +27,9 @@ TEST(Crc32c, DispatchedMatchesPortableAndExtends) {
   std::mt19937 rng(7);
   std::vector<uint8_t> buf(200003);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
-  // Small sizes, and sizes around the three-lane blocks (3 x 8192 bytes) of the SSE4.2 path.
-  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 1000u, 4099u, 24575u, 24576u, 24577u, 49152u, 200003u}) {
+  // Small sizes, and sizes around the three-lane blocks (3 x 8192 and 3 x 1360 bytes) of the SSE4.2 path.
+  for (size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 1000u, 4079u, 4080u, 4081u, 4096u, 4099u, 8160u, 8161u, 24575u,
+                   24576u, 24577u, 28656u, 28657u, 49152u, 200003u}) {
     EXPECT_EQ(Crc32c(buf.data(), n), Crc32cExtendPortable(0, buf.data(), n)) << n;
     for (size_t split : {size_t{0}, n / 3, n}) {
       uint32_t c = Crc32cExtend(0, buf.data(), split);

@@ -36,7 +36,10 @@ constexpr Tables kTables;
 // kLane bytes processed in one loop, and the lanes are joined with the linear "advance by kLane zero
 // bytes" operator: raw(s, A|B|C) = adv(adv(raw(s, A)) ^ raw(0, B)) ^ raw(0, C), where raw is the CRC
 // register without the initial and final inversion.
+// Two lane sizes: 8 KiB for large inputs, and 1360 bytes so that the 4 KiB pieces a socket delivers (a
+// streamed snapshot upload checks each as it arrives) still run three chains: 3 x 1360 = 4080.
 constexpr size_t kLane = 8192;
+constexpr size_t kSmallLane = 1360;
 
 __attribute__((target("sse4.2"))) uint32_t RawSse42(uint32_t state, const uint8_t* p, size_t n) {
   uint64_t c = state;
@@ -52,13 +55,14 @@ __attribute__((target("sse4.2"))) uint32_t RawSse42(uint32_t state, const uint8_
   return c32;
 }
 
-// adv(x) for x split into bytes: table[k][b] = adv(b << 8k).
+// adv(x) for x split into bytes: table[k][b] = adv(b << 8k), advancing by `lane` zero bytes.
+template <size_t lane>
 struct Advance {
   uint32_t table[4][256];
   Advance() {
-    static const uint8_t zeros[kLane] = {};
+    static const uint8_t zeros[lane] = {};
     uint32_t basis[32];
-    for (int i = 0; i < 32; ++i) basis[i] = RawSse42(1u << i, zeros, kLane);
+    for (int i = 0; i < 32; ++i) basis[i] = RawSse42(1u << i, zeros, lane);
     for (int k = 0; k < 4; ++k)
       for (uint32_t b = 0; b < 256; ++b) {
         uint32_t v = 0;
@@ -72,26 +76,32 @@ struct Advance {
   }
 };
 
+// Blocks of three lanes of `lane` bytes from *p while they last; returns the raw state.
+template <size_t lane>
+__attribute__((target("sse4.2"))) uint32_t ThreeLanes(uint32_t state, const uint8_t*& p, size_t& n) {
+  static const Advance<lane> adv;
+  while (n >= 3 * lane) {
+    uint64_t a = state, b = 0, c = 0;
+    for (size_t i = 0; i < lane; i += 8) {
+      uint64_t wa, wb, wc;
+      std::memcpy(&wa, p + i, 8);
+      std::memcpy(&wb, p + lane + i, 8);
+      std::memcpy(&wc, p + 2 * lane + i, 8);
+      a = _mm_crc32_u64(a, wa);
+      b = _mm_crc32_u64(b, wb);
+      c = _mm_crc32_u64(c, wc);
+    }
+    state = adv(adv(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^ static_cast<uint32_t>(c);
+    p += 3 * lane;
+    n -= 3 * lane;
+  }
+  return state;
+}
+
 __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
   uint32_t state = ~crc;
-  if (n >= 3 * kLane) {
-    static const Advance adv;
-    while (n >= 3 * kLane) {
-      uint64_t a = state, b = 0, c = 0;
-      for (size_t i = 0; i < kLane; i += 8) {
-        uint64_t wa, wb, wc;
-        std::memcpy(&wa, p + i, 8);
-        std::memcpy(&wb, p + kLane + i, 8);
-        std::memcpy(&wc, p + 2 * kLane + i, 8);
-        a = _mm_crc32_u64(a, wa);
-        b = _mm_crc32_u64(b, wb);
-        c = _mm_crc32_u64(c, wc);
-      }
-      state = adv(adv(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^ static_cast<uint32_t>(c);
-      p += 3 * kLane;
-      n -= 3 * kLane;
-    }
-  }
+  if (n >= 3 * kLane) state = ThreeLanes<kLane>(state, p, n);
+  if (n >= 3 * kSmallLane) state = ThreeLanes<kSmallLane>(state, p, n);
   return ~RawSse42(state, p, n);
 }
 

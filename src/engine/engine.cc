@@ -40,6 +40,7 @@ struct Engine::Seq {
   // before it; the prompt starts at context position `prompt_base`, and its positions [0, lp_next) have
   // been captured (so a resumed prefill may reuse them from the tree, and no more).
   std::vector<PromptLogprob> prompt_lps;
+  std::vector<float> final_logits;  // Request::return_logits
   size_t prompt_base = 0;
   size_t lp_next = 0;
   bool wants_prompt_logprobs() const { return req.prompt_logprobs >= 0 && !prefilled; }
@@ -145,6 +146,7 @@ Result<Completion> Engine::Generate(Request request, bool keep_context, const st
   Result<uint64_t> id = Submit(std::move(request), [done, result, keep_context](Event& e) {
     if (e.token >= 0) result->tokens.push_back(e.token);
     if (!e.prompt_logprobs.empty()) result->prompt_logprobs = std::move(e.prompt_logprobs);
+    if (!e.logits.empty()) result->logits = std::move(e.logits);
     if (!e.finished) return true;
     if (e.reason == FinishReason::kError) {
       done->set_value(e.error);
@@ -253,9 +255,19 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
   s.usage.prompt_tokens = s.usage.cached_tokens + s.pending.size();
   s.prompt_base = s.session ? s.session_base : 0;
   if (r.prompt_logprobs >= 0 && !r.prompt.empty()) s.prompt_lps.resize(r.prompt.size() - 1);
-  if (s.pending.empty()) {  // a session continued with no new tokens: nothing to compute logits from
-    return Finish(s, r.max_tokens == 0 ? FinishReason::kLength : FinishReason::kError,
-                  r.max_tokens == 0 ? Status::Ok() : InvalidArgumentError("no new tokens to continue from"));
+  if (s.pending.empty()) {  // a session continued with no new tokens
+    if (r.max_tokens == 0) return Finish(s, FinishReason::kLength);
+    if (r.context_logits.empty())
+      return Finish(s, FinishReason::kError,
+                    InvalidArgumentError("no new tokens to continue from (this session holds no next-token logits)"));
+    if (r.context_logits.size() != model_->hparams().n_vocab)
+      return Finish(s, FinishReason::kError,
+                    InvalidArgumentError("the session's logits have " + std::to_string(r.context_logits.size()) +
+                                         " values; the vocabulary has " + std::to_string(model_->hparams().n_vocab)));
+    // The stored logits are what a forward pass over the context's last position gave: sample from them.
+    s.prefilled = true;
+    const std::vector<float> logits = std::move(r.context_logits);
+    Emit(s, s.sampler->Sample(logits, s.history), logits);
   }
 }
 
@@ -326,6 +338,7 @@ void Engine::Step() {
       if (cache_->groups().has_recurrent()) (void)s.ctx.Checkpoint();
       if (s.req.pin_prefix) Pin(s.ctx);
       if (s.req.max_tokens == 0) {
+        if (s.req.return_logits) s.final_logits.assign(last.begin(), last.end());
         Finish(s, FinishReason::kLength);
         continue;
       }
@@ -461,6 +474,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.reason = reason;
   e.usage = s.usage;
   e.error = std::move(error);
+  if (reason == FinishReason::kLength) e.logits = std::move(s.final_logits);
   if (s.session || s.req.max_tokens == 0) {
     e.context = std::move(s.ctx);
     // Tokens the context does not hold yet, which the owner runs first next time: what was still

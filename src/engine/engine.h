@@ -82,6 +82,12 @@ struct Request {
   // preceding position is not computed by this request. The prefix tree holds KV, not logits, so such a
   // request reuses nothing from the tree (it computes prompt[0..] itself; its context is retained as usual).
   int prompt_logprobs = -1;
+  // A session whose context's next-token logits are known (a restored snapshot that carries them): with no
+  // prompt tokens, the first token is sampled from these, without a forward pass. n_vocab values.
+  std::vector<float> context_logits;
+  // max_tokens == 0: the final event carries the next-token logits of the last position processed (what
+  // a snapshot stores so that its restore can sample without a forward pass).
+  bool return_logits = false;
 };
 
 // One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
@@ -115,6 +121,8 @@ struct Event {
   // token, an end-of-generation token too; or what a cancelled request had not processed). A session
   // prepends them to its next request's tokens.
   std::vector<int32_t> tail;
+  // Request::return_logits, when the prompt was processed to its end: the next token's logits.
+  std::vector<float> logits;
 };
 
 using Sink = std::function<bool(Event&)>;
@@ -126,6 +134,7 @@ struct Completion {
   kv::Context context;
   std::vector<int32_t> tail;  // see Event::tail
   std::vector<PromptLogprob> prompt_logprobs;  // see Event::prompt_logprobs
+  std::vector<float> logits;                   // see Event::logits
 };
 
 class Engine {

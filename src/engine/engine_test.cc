@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -363,6 +364,57 @@ TEST(Engine, PinnedPrefixesStayWithinTheirShareOfMemory) {
   EXPECT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_LE(e->cache().Stats().tree_pinned, 2u);
   EXPECT_TRUE(e->cache().CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace llamay::engine
+
+namespace llamay::engine {
+namespace {
+
+// The next-token logits a prompt-only request returns are the model's own for that prompt, and a session
+// that carries them continues with no new tokens exactly as a session that ran the prompt's last token.
+TEST(Engine, StoredLogitsContinueASessionWithoutAForwardPass) {
+  auto e = MakeEngine();
+  const auto prompt = Prompt(50, 3);
+  // The whole prompt, then the logits of its last position.
+  Request pre = Greedy(prompt, 0);
+  pre.retain = false;
+  pre.return_logits = true;
+  auto held = e->Generate(std::move(pre), /*keep_context=*/true);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_EQ(held->logits.size(), e->model().hparams().n_vocab);
+  ASSERT_EQ(held->context.size(), prompt.size());
+  {
+    kv::CacheOptions co;
+    co.layout = e->model().KvLayoutFor(64, kv::KvPrecision::kF16);
+    auto cache = std::move(*kv::Cache::Create(co));
+    kv::Context ctx = cache->NewContext();
+    std::vector<float> logits;
+    model::SeqInput in{&ctx, prompt, false};
+    ASSERT_TRUE(e->model().Forward(std::span(&in, 1), &logits).ok());
+    EXPECT_EQ(0, std::memcmp(logits.data(), held->logits.data(), logits.size() * 4)) << "not the model's logits";
+  }
+  // Continue with no prompt: the first token comes from the stored logits.
+  Request go = Greedy({}, 12);
+  go.context = std::move(held->context);
+  go.context_logits = held->logits;
+  auto c = e->Generate(std::move(go), /*keep_context=*/true);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tokens, ManualGreedy(e->model(), prompt, 12));
+  EXPECT_EQ(c->usage.cached_tokens, prompt.size());
+  // Without logits, no new tokens is still an error; with logits of the wrong size, too.
+  Request bare = Greedy({}, 4);
+  bare.context = c->context.Fork();
+  auto none = e->Generate(std::move(bare), true);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no next-token logits"), std::string::npos) << none.status().ToString();
+  Request wrong = Greedy({}, 4);
+  wrong.context = std::move(c->context);
+  wrong.context_logits = {1.0f, 2.0f};
+  auto bad = e->Generate(std::move(wrong), true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("vocabulary"), std::string::npos) << bad.status().ToString();
 }
 
 }  // namespace

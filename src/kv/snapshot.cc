@@ -319,18 +319,83 @@ bool SnapshotCodec::RoomWithoutEviction(Cache& cache, size_t pages) {
          cache.bytes_live_ + pages * cache.groups_.attention[0].page_bytes <= cache.options_.max_bytes;
 }
 
+namespace snapshot_detail {
+
+KvRowCopier::KvRowCopier(const KvLayout& layout, KvPrecision disk, uint64_t kv_bytes)
+    : layout_(layout),
+      disk_(disk),
+      elems_(layout.row_elems()),
+      disk_row_(RowBytes(disk, elems_)),
+      pos_bytes_(size_t{layout.n_layers} * 2 * disk_row_),
+      same_precision_(disk == layout.precision),
+      stream_(same_precision_ && kv_bytes >= kStreamBytes),
+      row_off_(size_t{layout.n_layers} * 2),
+      scratch_(elems_) {
+  for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
+    for (KvKind kind : {KvKind::kKey, KvKind::kValue})
+      row_off_[2 * layer + static_cast<size_t>(kind)] = layout.RowOffset(layer, kind, 0);
+}
+
+void KvRowCopier::Copy(std::span<internal::Page* const> pages, const uint8_t* src, uint64_t from, uint64_t to) {
+  const size_t P = layout_.page_tokens;
+  const size_t cache_row = layout_.row_bytes();
+  for (uint64_t pos = from; pos < to; ++pos) {
+    uint8_t* page = pages[pos / P]->data + (pos % P) * cache_row;
+    for (size_t r = 0; r < row_off_.size(); ++r, src += disk_row_) {
+      if (same_precision_) {
+        CopyBytes(page + row_off_[r], src, disk_row_, stream_);
+      } else {
+        internal::TranscodeRow(disk_, src, layout_.precision, elems_, page + row_off_[r], scratch_.data());
+      }
+    }
+  }
+}
+
+void KvRowCopier::Fence() const {
+  if (stream_) StreamFence();
+}
+
+bool OneFullGroupFile(const SnapshotInfo& in) {
+  if (in.version == 1) return true;
+  if (in.recurrent_layer_bytes != 0) return false;
+  for (const LayerSpec& l : in.layer_specs)
+    if (l.kind != LayerKind::kAttention || l.window != 0) return false;
+  return true;
+}
+
+void CopyLogits(const Parsed& p, std::vector<float>* logits) {
+  if (logits == nullptr) return;
+  logits->resize(p.info.n_logits);
+  if (p.info.n_logits != 0) std::memcpy(logits->data(), p.logits.data() + 8, 4 * p.info.n_logits);
+}
+
+}  // namespace snapshot_detail
+
+Result<Context> SnapshotCodec::NewRestoredContext(Cache& cache, std::span<const uint8_t> tokens_bytes) {
+  std::vector<int32_t> tokens(tokens_bytes.size() / 4);
+  if (!tokens.empty()) std::memcpy(tokens.data(), tokens_bytes.data(), tokens_bytes.size());
+  Context ctx = cache.NewContext();
+  // All-or-nothing; ctx closes on failure. The caller writes every row of the new positions.
+  LLAMAY_RETURN_IF_ERROR(ctx.AppendImpl(tokens, /*caller_overwrites=*/true));
+  return ctx;
+}
+
+std::span<internal::Page* const> SnapshotCodec::FullGroupPages(const Context& ctx) { return ctx.s_->pages.flat(); }
+
 // Restore reads the KV section once. When nothing could make the result a refusal other than damage (the
 // digest and geometry match, and the cache has room for the pages without evicting anything), it allocates
 // the context first and checks the CRC a chunk at a time as it copies the chunk into the pages, so the
 // bytes come from memory once instead of twice; a mismatch then releases the pages and refuses the file.
 // Otherwise it checks the whole CRC first (a damaged digest or geometry field must read as damage, and a
 // damaged file must not evict anything), then copies. (Room is checked before allocating: an allocation by
-// another thread in between can still make this one evict, as it could any allocation.)
+// another thread in between can still make this one evict, as it could any allocation.) A version 2 file
+// of a pure full-attention layout (one that carries logits) takes the same path; other version 2 layouts
+// go through RestoreV2.
 Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> bytes, const Digest& weights,
                                        std::vector<float>* logits) {
   LLAMAY_ASSIGN_OR_RETURN(Parsed p, Parse(bytes));
-  if (p.info.version == 2) return RestoreV2(cache, bytes, p, weights, logits);
-  if (logits != nullptr) logits->clear();
+  if (p.info.version == 2 && (!OneFullGroupFile(p.info) || !OneFullGroup(cache)))
+    return RestoreV2(cache, bytes, p, weights, logits);
   const SnapshotInfo& in = p.info;
   const KvLayout& layout = cache.layout();
   const bool same_model = in.weights == weights;
@@ -351,46 +416,19 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
                            " kv heads x " + std::to_string(in.head_dim) + " does not fit this cache (" +
                            layout.ToString() + ")");
   }
-  // Token ids first, into a plain buffer whose size the checks above bounded.
-  std::vector<int32_t> tokens(in.n_positions);
-  if (!tokens.empty()) std::memcpy(tokens.data(), p.tokens.data(), p.tokens.size());
-  Context ctx = cache.NewContext();
-  // All-or-nothing; ctx closes on failure. Every row of the new positions is written below.
-  if (Status st = ctx.AppendImpl(tokens, /*caller_overwrites=*/true); !st.ok()) {
+  auto made = NewRestoredContext(cache, p.tokens);
+  if (!made.ok()) {
     // Memory taken by others since the check: damage still outranks the allocation failure.
     if (fused) LLAMAY_RETURN_IF_ERROR(VerifyChecksum(bytes, p));
-    return st;
+    return made.status();
   }
-  const uint32_t elems = layout.row_elems();
-  const size_t disk_row = RowBytes(in.precision, elems);
-  const size_t cache_row = layout.row_bytes();
-  const size_t rows_per_pos = size_t{layout.n_layers} * 2;
-  const size_t pos_bytes = rows_per_pos * disk_row;
-  const bool same_precision = in.precision == layout.precision;
-  const bool stream = same_precision && p.kv.size() >= kStreamBytes;
-  // Offset of each (layer, kind) row of slot 0 inside a page, in on-disk order.
-  std::vector<size_t> row_off(rows_per_pos);
-  for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
-    for (KvKind kind : {KvKind::kKey, KvKind::kValue})
-      row_off[2 * layer + static_cast<size_t>(kind)] = layout.RowOffset(layer, kind, 0);
-  std::vector<float> scratch(elems);
+  Context ctx = std::move(*made);
+  KvRowCopier copier(layout, in.precision, p.kv.size());
+  const auto pages = FullGroupPages(ctx);
   const uint8_t* kv = p.kv.data();
-  // Fresh pages, private to ctx (refcount 1): filled in place.
-  auto copy_positions = [&](uint64_t from, uint64_t to) {
-    for (uint64_t pos = from; pos < to; ++pos) {
-      uint8_t* page = ctx.s_->pages[0][pos / P]->data + (pos % P) * cache_row;
-      const uint8_t* src = kv + pos * pos_bytes;
-      for (size_t r = 0; r < rows_per_pos; ++r, src += disk_row) {
-        if (same_precision) {
-          CopyBytes(page + row_off[r], src, disk_row, stream);
-        } else {
-          internal::TranscodeRow(in.precision, src, layout.precision, elems, page + row_off[r], scratch.data());
-        }
-      }
-    }
-  };
+  const size_t pos_bytes = copier.position_bytes();
   if (!fused) {
-    copy_positions(0, in.n_positions);
+    copier.Copy(pages, kv, 0, in.n_positions);
   } else {
     // CRC of everything before the KV section, then of the section a chunk at a time, each chunk's whole
     // positions copied right after, then of whatever follows the section.
@@ -401,17 +439,18 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
       crc = Crc32cExtend(crc, kv + checked, n);
       checked += n;
       const uint64_t ready = checked / pos_bytes;
-      copy_positions(copied, ready);
+      copier.Copy(pages, kv + copied * pos_bytes, copied, ready);
       copied = ready;
     }
     crc = Crc32cExtend(crc, kv + p.kv.size(), in.file_bytes - 4 - p.kv_offset - p.kv.size());
     if (crc != p.want_crc) {
-      StreamFence();
+      copier.Fence();
       ctx.Close();
       return ChecksumError();
     }
   }
-  if (stream) StreamFence();
+  copier.Fence();
+  CopyLogits(p, logits);
   return ctx;
 }
 

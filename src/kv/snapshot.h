@@ -25,6 +25,7 @@
 #define LLAMAY_KV_SNAPSHOT_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -105,6 +106,35 @@ Result<Context> RestoreSnapshot(Cache& cache, std::span<const uint8_t> bytes, co
                                 std::vector<float>* logits = nullptr);
 Result<Context> LoadSnapshot(Cache& cache, const std::string& path, const Digest& weights,
                              std::vector<float>* logits = nullptr);
+
+// Restores a snapshot whose bytes arrive in pieces (an upload), with the outcome RestoreSnapshot gives for
+// the same bytes, but without holding the file in memory where it can avoid it: once the header, the
+// tokens and the layer map have arrived, a file of the cache's own model and geometry (one full-attention
+// group, versions 1 and 2) whose pages fit without evicting anything gets a fresh context at once, and
+// each KV position is copied into its page as it arrives (converting precision where needed) while the
+// checksum runs; the context is handed out only by Finish, after the whole checksum and every length
+// check passed, and released otherwise. Any other file (another model, a hybrid layout, a cache under
+// memory pressure) is buffered and restored by RestoreSnapshot at Finish.
+// Thread-safety: one thread at a time; the cache may be used by others meanwhile.
+class SnapshotReceiver {
+ public:
+  SnapshotReceiver(Cache& cache, const Digest& weights);
+  ~SnapshotReceiver();
+  SnapshotReceiver(const SnapshotReceiver&) = delete;
+  SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
+
+  // The next bytes of the file. An error is final (more bytes than the file declares, a refused header):
+  // later calls and Finish return it again.
+  Status Feed(std::span<const uint8_t> bytes);
+  // After the last byte: the restored context, or the refusal.
+  Result<Context> Finish(std::vector<float>* logits = nullptr);
+  // True once the bytes are being copied straight into pages (for tests and metrics).
+  bool streaming() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace llamay::kv
 

@@ -65,11 +65,40 @@ Status VerifyChecksum(std::span<const uint8_t> b, const Parsed& p);
 bool OneFullGroup(const Cache& cache);
 // Both versions; ParseV2 (snapshot_v2.cc) after the common header. `out` holds the header already.
 Result<Parsed> Parse(std::span<const uint8_t> b);
+// The header and section table (b holds at least them, or the refusal says what is missing).
+Status ReadHeader(std::span<const uint8_t> b, SnapshotInfo* info, uint32_t* n_sections);
+Status CheckGeometry(uint32_t layers, uint32_t heads, uint32_t head_dim, uint32_t precision);
 Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed out);
 // The layout a version 2 file describes (page size and precision left at their defaults).
 KvLayout FileLayout(const SnapshotInfo& in);
 // The first position a version 2 file stores for attention group `g` of a context of n positions.
 uint64_t FirstStored(const LayerGroup& g, uint64_t n);
+
+// Copies whole positions of a KV section laid out [pos][layer][k|v][row] (version 1, and version 2's one
+// full-attention group) at precision `disk` into the pages of one full group, converting where the cache's
+// precision differs. Large copies at the same precision use streaming stores: Fence() before publishing.
+class KvRowCopier {
+ public:
+  KvRowCopier(const KvLayout& layout, KvPrecision disk, uint64_t kv_bytes);
+  size_t position_bytes() const { return pos_bytes_; }
+  // Positions [from, to); `src` points at position `from`'s bytes.
+  void Copy(std::span<internal::Page* const> pages, const uint8_t* src, uint64_t from, uint64_t to);
+  void Fence() const;
+
+ private:
+  const KvLayout& layout_;
+  KvPrecision disk_;
+  uint32_t elems_;
+  size_t disk_row_, pos_bytes_;
+  bool same_precision_, stream_;
+  std::vector<size_t> row_off_;  // of each (layer, kind) row of slot 0 inside a page, in on-disk order
+  std::vector<float> scratch_;
+};
+
+// True when a file's layer map is one full-attention group (always, for version 1).
+bool OneFullGroupFile(const SnapshotInfo& in);
+// The stored next-token logits into *logits (cleared when the file has none); nothing when null.
+void CopyLogits(const Parsed& p, std::vector<float>* logits);
 
 }  // namespace snapshot_detail
 
@@ -86,6 +115,12 @@ class SnapshotCodec {
                                    const Digest& weights, std::vector<float>* logits);
   // True when `pages` more pages fit the cache's budget (and arena) without evicting a tree entry.
   static bool RoomWithoutEviction(Cache& cache, size_t pages);
+  // A new context holding `tokens_bytes` (i32 each) on fresh pages whose rows the caller writes.
+  static Result<Context> NewRestoredContext(Cache& cache, std::span<const uint8_t> tokens_bytes);
+  // The page list of a one-full-group context.
+  static std::span<internal::Page* const> FullGroupPages(const Context& ctx);
+
+  friend class SnapshotReceiver;
 };
 
 }  // namespace llamay::kv

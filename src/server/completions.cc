@@ -313,15 +313,18 @@ void StartEcho(const tokenizer::Tokenizer& tok, Job& job) {
 // and logprobs that prefill computes the whole prompt's logprobs, and the choices take it from the tree.
 Status Launch(Server& server, std::shared_ptr<Job> job) {
   engine::Engine& engine = server.engine();
-  auto make_sink = [job, &server](int ci, std::vector<int32_t> old_tail = {}) {
+  auto make_sink = [job, &server](int ci, std::vector<int32_t> old_tail = {}, std::vector<float> old_logits = {}) {
     std::shared_ptr<Channel> ch = job->channel;
     const std::string session = job->p.session;
-    return [ch, ci, session, old_tail, &server](engine::Event& e) {
+    return [ch, ci, session, old_tail, old_logits, &server](engine::Event& e) {
       // A session's context goes back to the server here, on the engine's thread, so it is never lost
-      // with a client that went away. After an error the context is as it came, and so is its tail.
-      if (e.finished && !session.empty())
-        server.ReturnContext(session, std::move(e.context),
-                             e.reason == engine::FinishReason::kError ? old_tail : std::move(e.tail));
+      // with a client that went away. After an error the context is as it came, and so are its tail and
+      // logits.
+      if (e.finished && !session.empty()) {
+        const bool error = e.reason == engine::FinishReason::kError;
+        server.ReturnContext(session, HeldContext{std::move(e.context), error ? old_tail : std::move(e.tail), false,
+                                                  error ? old_logits : std::vector<float>()});
+      }
       ch->Push(ci, std::move(e));
       return true;
     };
@@ -346,13 +349,17 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     r.context = std::move(held.context);
     r.prompt = held.tail;
     r.prompt.insert(r.prompt.end(), job->p.prompt.begin(), job->p.prompt.end());
-    if (r.prompt.empty()) {
-      server.ReturnContext(job->p.session, std::move(r.context), {});
-      return InvalidArgumentError("nothing to continue the session from: send a prompt");
+    // No new tokens: the session's stored next-token logits (a restored snapshot's) give the first token.
+    if (r.prompt.empty()) r.context_logits = held.logits;
+    if (r.prompt.empty() && r.context_logits.empty()) {
+      server.ReturnContext(job->p.session, HeldContext{std::move(r.context), {}, false, std::move(held.logits)});
+      return InvalidArgumentError(
+          "nothing to continue the session from: send a prompt (the session holds no next-token logits)");
     }
-    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(0, held.tail));
+    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(0, held.tail, held.logits));
     if (!id.ok()) {  // refused: the request, and the session's context in it, are untouched
-      server.ReturnContext(job->p.session, std::move(r.context), std::move(held.tail));
+      server.ReturnContext(job->p.session,
+                           HeldContext{std::move(r.context), std::move(held.tail), false, std::move(held.logits)});
       return id.status();
     }
     job->choices[0].id = *id;

@@ -69,7 +69,7 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
   const std::string id = server.NewContextId();
   json out = Describe(id, ctx);
   out["tokens"] = ctx.size() + tail.size();
-  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false});
+  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false, {}});
   SendJson(res, out);
 }
 
@@ -98,7 +98,7 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     auto it = server.contexts().find(id);
     if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
     if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
-    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false}});
+    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false, it->second.logits}});
   }
   json branches = json::array();
   for (auto& [bid, h] : made) {
@@ -111,25 +111,62 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
   SendJson(res, {{"parent", id}, {"branches", branches}});
 }
 
-void Snapshot(Server& server, httplib::Response& res, const std::string& id) {
+void Snapshot(Server& server, const httplib::Request& req, httplib::Response& res, const std::string& id) {
   auto held = server.TakeContext(id);
   if (!held.ok()) return SendStatus(res, held.status());
   // A snapshot holds computed positions: the pending tail runs through the model first. The continuation
   // is unchanged (the next request simply starts after it).
   if (Status s = server.SettleTail(*held); !s.ok()) {
-    server.ReturnContext(id, std::move(held->context), std::move(held->tail));
+    server.ReturnContext(id, std::move(*held));
     return SendStatus(res, s);
   }
-  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest());
-  server.ReturnContext(id, std::move(held->context), {});
-  if (!bytes.ok()) return SendStatus(res, bytes.status());
+  // The file streams from a fork of the context (shared pages, nothing copied) while the session goes
+  // back to its owner at once; the fork closes when the download ends.
+  const bool f32 = req.get_param_value("precision") == "f32";
+  if (req.has_param("precision") && !f32 && req.get_param_value("precision") != "native")
+    return server.ReturnContext(id, std::move(*held)),
+           SendError(res, 400, "precision must be native or f32", "", "precision");
+  struct Download {
+    kv::Context fork;
+    std::vector<float> logits;
+    kv::SnapshotOptions options;
+  };
+  auto d = std::make_shared<Download>();
+  d->fork = held->context.Fork();
+  d->logits = held->logits;
+  d->options = SessionSnapshotOptions(*held, f32);
+  d->options.logits = d->logits;
+  server.ReturnContext(id, std::move(*held));
+  const Digest digest = server.engine().model().weight_digest();
   res.set_header("Content-Disposition", "attachment; filename=\"" + id + ".llamayctx\"");
-  res.set_content(reinterpret_cast<const char*>(bytes->data()), bytes->size(), "application/octet-stream");
+  res.set_chunked_content_provider("application/octet-stream", [d, digest](size_t, httplib::DataSink& sink) {
+    struct Out : ByteSink {
+      httplib::DataSink* sink;
+      Status Append(const void* data, size_t n) override {
+        if (sink->write(static_cast<const char*>(data), n)) return Status::Ok();
+        return UnavailableError("the client stopped reading the snapshot");
+      }
+    } out;
+    out.sink = &sink;
+    if (!kv::WriteSnapshot(d->fork, digest, out, d->options).ok()) return false;  // the connection closes
+    sink.done();
+    return true;
+  });
 }
 
-void Restore(Server& server, const std::string& body, httplib::Response& res) {
-  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  auto ctx = kv::RestoreSnapshot(server.engine().cache(), bytes, server.engine().model().weight_digest());
+// The upload streams into the cache as it arrives (kv::SnapshotReceiver): no copy of the file is held
+// when it is this model's, and the context appears only once every byte has been checked.
+void Restore(Server& server, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  engine::Engine& engine = server.engine();
+  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
+  Status fed;
+  const bool read = ReadBodyPieces(req, res, reader, server.options().max_body_bytes, [&](const char* data, size_t n) {
+    fed = receiver.Feed(std::span(reinterpret_cast<const uint8_t*>(data), n));
+    return fed.ok();
+  });
+  if (!read) return;  // 413 sent
+  std::vector<float> logits;
+  auto ctx = receiver.Finish(&logits);
   if (!ctx.ok()) {
     const kv::SnapshotError e = kv::SnapshotErrorOf(ctx.status());
     if (e == kv::SnapshotError::kNone) return SendStatus(res, ctx.status());
@@ -137,7 +174,8 @@ void Restore(Server& server, const std::string& body, httplib::Response& res) {
   }
   const std::string id = server.NewContextId();
   json out = Describe(id, *ctx);
-  server.PutContext(id, HeldContext{std::move(*ctx), {}, false});
+  out["logits"] = !logits.empty();
+  server.PutContext(id, HeldContext{std::move(*ctx), {}, false, std::move(logits)});
   SendJson(res, out);
 }
 
@@ -159,15 +197,15 @@ void RegisterContextRoutes(Server& server, httplib::Server& http) {
     Create(*s, req, body, res);
   });
   http.Get("/v1/contexts", [s](const httplib::Request&, httplib::Response& res) { List(*s, res); });
-  PostWithBody(http, "/v1/contexts/restore", limit,
-               [s](const httplib::Request&, httplib::Response& res, const std::string& body) { Restore(*s, body, res); });
+  http.Post("/v1/contexts/restore", [s](const httplib::Request& req, httplib::Response& res,
+                                         const httplib::ContentReader& reader) { Restore(*s, req, res, reader); });
   // Fork takes no body (curl -X POST sends none, not even a Content-Length).
   http.Post(R"(/v1/contexts/([^/]+)/fork)",
             [s](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader&) {
               Fork(*s, req, res, req.matches[1]);
             });
   http.Get(R"(/v1/contexts/([^/]+)/snapshot)", [s](const httplib::Request& req, httplib::Response& res) {
-    Snapshot(*s, res, req.matches[1]);
+    Snapshot(*s, req, res, req.matches[1]);
   });
   http.Delete(R"(/v1/contexts/([^/]+))", [s](const httplib::Request& req, httplib::Response& res) {
     Delete(*s, res, req.matches[1]);

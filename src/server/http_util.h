@@ -43,6 +43,11 @@ void SendJson(httplib::Response& res, const json& body, int http_status = 200);
 // is empty. Over `limit` bytes: sends 413 and returns false.
 bool ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
               size_t limit, std::string* out);
+// The same, handing each piece to `take` as it arrives instead of keeping the body (uploads that are
+// consumed as they stream in). `take` returning false drops the rest of the body (read and discarded, as
+// an oversized one is, so the client gets the answer instead of a reset). Returns false after a 413.
+bool ReadBodyPieces(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                    size_t limit, const std::function<bool(const char* data, size_t n)>& take);
 
 // Registers a POST route whose handler gets the raw body (see ReadBody).
 using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;

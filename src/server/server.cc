@@ -43,17 +43,26 @@ Result<HeldContext> Server::TakeContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
-  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false};
+  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false, std::move(it->second.logits)};
   it->second.busy = true;
   return out;
 }
 
-void Server::ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail) {
+void Server::ReturnContext(const std::string& id, HeldContext held) {
   std::lock_guard l(ctx_mu_);
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return;  // deleted meanwhile: the context closes here
-  LLAMAY_CHECK(context.valid());  // the engine hands a session's context back with every final event
-  it->second = HeldContext{std::move(context), std::move(tail), false};
+  LLAMAY_CHECK(held.context.valid());  // the engine hands a session's context back with every final event
+  held.busy = false;
+  it->second = std::move(held);
+}
+
+kv::SnapshotOptions SessionSnapshotOptions(const HeldContext& held, bool f32) {
+  kv::SnapshotOptions o;
+  o.native_precision = !f32;
+  o.checkpoints = true;  // a hybrid session keeps the points it can roll back to
+  if (held.tail.empty()) o.logits = held.logits;
+  return o;
 }
 
 Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) {
@@ -63,10 +72,12 @@ Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) 
   r.prompt = held.tail;
   r.max_tokens = 0;
   r.sampling.temperature = 0;
+  r.return_logits = true;
   LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine_->Generate(std::move(r), /*keep_context=*/true, stop));
   if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
   held.context = std::move(c.context);
   held.tail.clear();
+  held.logits = std::move(c.logits);
   return Status::Ok();
 }
 
@@ -245,8 +256,9 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
       // The file holds every token, so a restored session continues exactly. A long tail (a cancelled
       // prefill's) that cannot be computed before the deadline leaves the context unsaved, and says so.
       s = SettleTail(*held, past_deadline);
-      if (s.ok()) s = kv::SaveSnapshot(held->context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx");
-      ReturnContext(id, std::move(held->context), std::move(held->tail));
+      if (s.ok()) s = kv::SaveSnapshot(held->context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx",
+                                       SessionSnapshotOptions(*held));
+      ReturnContext(id, std::move(*held));
     }
     if (!s.ok()) failed += (failed.empty() ? "" : "; ") + id + ": " + s.message();
   }
@@ -262,13 +274,14 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
     const std::string suffix = ".llamayctx";
     if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
     const std::string id = name.substr(0, name.size() - suffix.size());
-    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), engine_->model().weight_digest());
+    std::vector<float> logits;
+    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), engine_->model().weight_digest(), &logits);
     if (!ctx.ok()) {
       warnings->push_back(ctx.status().message());
       continue;
     }
     std::lock_guard l(ctx_mu_);
-    contexts_[id] = HeldContext{std::move(*ctx), {}, false};
+    contexts_[id] = HeldContext{std::move(*ctx), {}, false, std::move(logits)};
     if (id.rfind("ctx_", 0) == 0) {
       const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);

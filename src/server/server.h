@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "kv/snapshot.h"
 
 namespace httplib {
 class Server;
@@ -53,7 +54,14 @@ struct HeldContext {
   kv::Context context;
   std::vector<int32_t> tail;
   bool busy = false;  // lent to a running request
+  // The next token's logits, when `tail` is empty and they are known (a snapshot restored with them, or a
+  // tail just settled): a completion with no new tokens samples from them without a forward pass.
+  std::vector<float> logits;
 };
+
+// How the server snapshots a session: at the cache's own precision (exact, and no larger than the KV it
+// holds) unless `f32` asks for the portable format, with its checkpoints and its next-token logits.
+kv::SnapshotOptions SessionSnapshotOptions(const HeldContext& held, bool f32 = false);
 
 class Server {
  public:
@@ -88,7 +96,7 @@ class Server {
   void PutContext(const std::string& id, HeldContext held);
   // Lends a held context to a request: NotFound, or FailedPrecondition when it is busy.
   Result<HeldContext> TakeContext(const std::string& id);
-  void ReturnContext(const std::string& id, kv::Context context, std::vector<int32_t> tail);
+  void ReturnContext(const std::string& id, HeldContext held);
   // Runs a held context's tail through the model so that the context holds every token (a snapshot holds
   // computed positions only). The work runs on a fork: on failure `held` is unchanged. `stop` as for
   // Engine::Generate: once it returns true the work is cancelled (CancelledStatus()).

@@ -193,6 +193,60 @@ TEST_F(ServerTest, SnapshotRestoresOnAFreshServerAndContinuesExactly) {
   EXPECT_EQ(json::parse(cut->body)["error"]["code"], "snapshot_truncated");
 }
 
+// A snapshot carries the next token's logits: a restored session continues with an empty prompt, with
+// no forward pass, exactly as the original continues. It is written at the cache's precision unless
+// ?precision=f32 asks for the portable one, and a restored context says whether it holds logits.
+TEST_F(ServerTest, RestoredSnapshotsSampleTheirFirstTokenFromStoredLogits) {
+  json ctx = Post("/v1/contexts", {{"prompt", "an agent's long system prompt"}});
+  const std::string id = ctx["id"];
+  auto snap = client_->Get(("/v1/contexts/" + id + "/snapshot").c_str());
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->status, 200);
+  auto f32 = client_->Get(("/v1/contexts/" + id + "/snapshot?precision=f32").c_str());
+  ASSERT_TRUE(f32);
+  ASSERT_EQ(f32->status, 200);
+  auto native = kv::InspectSnapshot(std::span(reinterpret_cast<const uint8_t*>(snap->body.data()), snap->body.size()));
+  auto portable = kv::InspectSnapshot(std::span(reinterpret_cast<const uint8_t*>(f32->body.data()), f32->body.size()));
+  ASSERT_TRUE(native.ok() && portable.ok());
+  EXPECT_EQ(native->precision, kv::KvPrecision::kF16);
+  EXPECT_EQ(portable->precision, kv::KvPrecision::kF32);
+  EXPECT_EQ(native->n_logits, engine_->model().hparams().n_vocab);
+  EXPECT_LT(snap->body.size(), f32->body.size());
+  auto bad = client_->Get(("/v1/contexts/" + id + "/snapshot?precision=bf12").c_str());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  // The original continues from its pending last token; each restore from the stored logits.
+  const json go = {{"max_tokens", 10}, {"temperature", 0}, {"logprobs", 3}};
+  json a = go, b = go, c = go;
+  a["prompt"] = "";
+  a["llamay_session"] = id;
+  const std::string want = Completion(a);
+  for (const auto* body : {&snap->body, &f32->body}) {
+    auto r = client_->Post("/v1/contexts/restore", *body, "application/octet-stream");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json restored = json::parse(r->body);
+    EXPECT_EQ(restored["logits"], true);
+    b["prompt"] = "";
+    b["llamay_session"] = restored["id"];
+    EXPECT_EQ(Completion(b), want);
+  }
+  // A context restored without logits (none stored) still refuses an empty prompt, clearly.
+  auto plain = kv::SnapshotToBytes(*kv::RestoreSnapshot(engine_->cache(),
+                                                         std::span(reinterpret_cast<const uint8_t*>(snap->body.data()), snap->body.size()),
+                                                         engine_->model().weight_digest()),
+                                   engine_->model().weight_digest());
+  ASSERT_TRUE(plain.ok());
+  auto r = client_->Post("/v1/contexts/restore", std::string(plain->begin(), plain->end()), "application/octet-stream");
+  ASSERT_TRUE(r);
+  const json restored = json::parse(r->body);
+  EXPECT_EQ(restored["logits"], false);
+  c["prompt"] = "";
+  c["llamay_session"] = restored["id"];
+  json refused = Post("/v1/completions", c, 400);
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("no next-token logits"), std::string::npos);
+}
+
 TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   auto r = client_->Post("/v1/completions", "{not json", "application/json");
   ASSERT_TRUE(r);

@@ -34,6 +34,7 @@ struct CommonOptions {
 
 struct BuildOptions : CommonOptions {
   std::string prompt, output;
+  bool f32 = false;  // the portable on-disk precision instead of the cache's own
 };
 
 struct ForkOptions : CommonOptions {
@@ -87,11 +88,12 @@ int RunBuild(const BuildOptions& o) {
   auto logits = Prefill(model, ctx, *ids);
   if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
   const double prefill_s = SecondsSince(t0);
-  // A restore without new tokens needs the logits after the last position. An attention model's restore
-  // recomputes them from its last token; a recurrent state cannot step back a token, so a hybrid model's
-  // snapshot carries them.
+  // The logits after the last position go into the file, so a restore without new tokens samples its first
+  // token without a forward pass (a recurrent state could not step back a token to recompute them anyway).
+  // The KV stays at the cache's precision (exact, and half the bytes of f32 for an f16 cache) unless --f32.
   kv::SnapshotOptions so;
-  if (setup->cache->groups().has_recurrent()) so.logits = *logits;
+  so.logits = *logits;
+  so.native_precision = !o.f32;
   if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output, so); !s.ok()) return Fail(s, kExitFailure);
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.output, ec);
@@ -128,6 +130,7 @@ int RunFork(const ForkOptions& o) {
   if (!source.ok()) return FailSnapshot(o.input, source.status());
   kv::SnapshotOptions so;
   so.logits = logits;
+  so.native_precision = true;  // what the cache holds, exactly
 
   std::vector<kv::Context> branches;
   const ForkReport report = MeasureFork(*source, o.branches, o.input, &branches);
@@ -252,6 +255,7 @@ void AddCtxModelCommands(CLI::App& ctx, int* exit_code) {
   AddCommon(build, b.get());
   build->add_option("-p,--prompt", b->prompt, "Prompt (the model's BOS is added)")->required();
   build->add_option("-o,--output", b->output, "Snapshot file to write")->required();
+  build->add_flag("--f32", b->f32, "Store the KV as f32 (portable) instead of the cache's own precision");
   build->callback([b, exit_code] { *exit_code = RunBuild(*b); });
 
   auto f = std::make_shared<ForkOptions>();

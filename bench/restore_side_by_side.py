@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Restore side by side: llamay against llama.cpp's server, one machine, one run (docs/benchmarks.md).
+
+Starts `llamay serve` and ../shared/peers/llama-server on the same GGUF (default: a synthetic Q8_0 model of
+the peer shape, written by `llamay model synth`), then for prompts of about 128 to 4,096 tokens measures,
+interleaved per length:
+  - llamay: POST /v1/contexts (cold prefill), GET .../snapshot, then the median of N
+    POST /v1/contexts/restore (the upload streams into pages), and of N restore + a completion with an
+    empty prompt (the first token comes from the logits stored in the snapshot: no forward pass);
+  - llama.cpp: /slots/0?action=save, then the median of N erase + restore, and of N erase + restore +
+    /completion n_predict 1 (it re-evaluates the last prompt token), as ../shared/bench/restore_bench.py.
+Prints one table with both, the file sizes and the ratios (llamay / llama.cpp: below 1 is faster).
+Standard library only.
+"""
+import argparse, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHARED = os.path.join(ROOT, "..", "shared")
+sys.path.insert(0, os.path.join(SHARED, "bench"))
+import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_up(port, proc, what):
+    for _ in range(600):
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited early ({proc.returncode})")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            c = rb.Client(f"http://127.0.0.1:{port}")
+            c.req("GET", "/health")
+            return
+        except Exception:
+            time.sleep(0.1)
+    sys.exit(f"{what} did not come up")
+
+
+def llamay_case(cl, text, reps):
+    cold, ctx = cl.req("POST", "/v1/contexts", {"prompt": text})
+    cid, ntok = ctx["id"], ctx["tokens"]
+    _, snap = cl.req("GET", f"/v1/contexts/{cid}/snapshot", raw=True)
+    rest, first = [], []
+    hdr = {"Content-Type": "application/octet-stream"}
+    for _ in range(reps):
+        dt, r = cl.req("POST", "/v1/contexts/restore", snap, headers=hdr)
+        rest.append(dt)
+        cl.req("DELETE", f"/v1/contexts/{r['id']}")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _, r = cl.req("POST", "/v1/contexts/restore", snap, headers=hdr)
+        cl.req("POST", "/v1/completions", {"prompt": "", "max_tokens": 1, "temperature": 0, "llamay_session": r["id"]})
+        first.append((time.perf_counter() - t0) * 1000)
+        cl.req("DELETE", f"/v1/contexts/{r['id']}")
+    cl.req("DELETE", f"/v1/contexts/{cid}")
+    return ntok, cold, statistics.median(rest), statistics.median(first), len(snap)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llamay", default=os.path.join(ROOT, "build/release/bin/llamay"))
+    ap.add_argument("--peer", default=os.path.join(SHARED, "peers/llama-server"))
+    ap.add_argument("-m", "--model", help="GGUF for both (default: a synthetic Q8_0 peer-shape model)")
+    ap.add_argument("--words", default="18,75,290,580", help="words per prompt (the synthetic vocabulary: ~7 tokens a word)")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="restore_sbs_")
+    procs = []
+    try:
+        model = a.model
+        if not model:
+            model = os.path.join(tmp, "peer-q8_0.gguf")
+            subprocess.run([a.llamay, "model", "synth", "--type", "q8_0", "-o", model], check=True, stdout=subprocess.DEVNULL)
+        lp, pp = free_port(), free_port()
+        slots = os.path.join(tmp, "slots")
+        os.makedirs(slots)
+        procs.append(subprocess.Popen([a.llamay, "serve", "-m", model, "--port", str(lp), "-t", str(a.threads),
+                                       "--max-body", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_up(lp, procs[-1], "llamay")
+        procs.append(subprocess.Popen([a.peer, "-m", model, "--port", str(pp), "-t", str(a.threads), "-np", "1",
+                                       "--slot-save-path", slots + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_up(pp, procs[-1], "llama-server")
+        lc, pc = rb.Client(f"http://127.0.0.1:{lp}"), rb.Client(f"http://127.0.0.1:{pp}")
+        print(f"# restore side by side: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
+        print("| tokens | llamay restore ms | llama.cpp restore ms | ratio | llamay restore + 1st token ms | "
+              "llama.cpp restore + 1st token ms | ratio | llamay file | llama.cpp file | llamay prefill/restore | llama.cpp prefill/restore |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for i, w in enumerate(int(x) for x in a.words.split(",")):
+            text = rb.text_of(w, i)
+            n, lcold, lrest, lfirst, lsize = llamay_case(lc, text, a.reps)
+            _, pcold, prest, pfirst, psize = rb.peer_case(pc, text, a.reps, f"sbs_{w}.bin")
+            print(f"| {n} | {lrest:.2f} | {prest:.2f} | {lrest / prest:.2f} | {lfirst:.2f} | {pfirst:.2f} | "
+                  f"{lfirst / pfirst:.2f} | {lsize / 1e6:.1f} MB | {psize / 1e6:.1f} MB | {lcold / lrest:.0f}x | "
+                  f"{pcold / prest:.0f}x |", flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
