@@ -6,7 +6,9 @@ the peer shape, written by `llamay model synth`), then for prompts of about 128 
 interleaved per length:
   - llamay: POST /v1/contexts (cold prefill), GET .../snapshot, then the median of N
     POST /v1/contexts/restore (the upload streams into pages), and of N restore + a completion with an
-    empty prompt (the first token comes from the logits stored in the snapshot: no forward pass);
+    empty prompt (the first token comes from the logits stored in the snapshot: no forward pass); then
+    .../push into a directory store and the median of N restores by name (no upload: llama.cpp's slot
+    restore also reads a file the server already has), alone and + the first token;
   - llama.cpp: /slots/0?action=save, then the median of N erase + restore, and of N erase + restore +
     /completion n_predict 1 (it re-evaluates the last prompt token), as ../shared/bench/restore_bench.py.
 Prints one table with both, the file sizes and the ratios (llamay / llama.cpp: below 1 is faster).
@@ -59,8 +61,21 @@ def llamay_case(cl, text, reps):
         cl.req("POST", "/v1/completions", {"prompt": "", "max_tokens": 1, "temperature": 0, "llamay_session": r["id"]})
         first.append((time.perf_counter() - t0) * 1000)
         cl.req("DELETE", f"/v1/contexts/{r['id']}")
+    cl.req("POST", f"/v1/contexts/{cid}/push", {"name": "sbs"})
+    named, named_first = [], []
+    for _ in range(reps):
+        dt, r = cl.req("POST", "/v1/contexts/restore", {"name": "sbs"})
+        named.append(dt)
+        cl.req("DELETE", f"/v1/contexts/{r['id']}")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _, r = cl.req("POST", "/v1/contexts/restore", {"name": "sbs"})
+        cl.req("POST", "/v1/completions", {"prompt": "", "max_tokens": 1, "temperature": 0, "llamay_session": r["id"]})
+        named_first.append((time.perf_counter() - t0) * 1000)
+        cl.req("DELETE", f"/v1/contexts/{r['id']}")
     cl.req("DELETE", f"/v1/contexts/{cid}")
-    return ntok, cold, statistics.median(rest), statistics.median(first), len(snap)
+    return (ntok, cold, statistics.median(rest), statistics.median(first), len(snap), statistics.median(named),
+            statistics.median(named_first))
 
 
 def main():
@@ -83,23 +98,24 @@ def main():
         slots = os.path.join(tmp, "slots")
         os.makedirs(slots)
         procs.append(subprocess.Popen([a.llamay, "serve", "-m", model, "--port", str(lp), "-t", str(a.threads),
-                                       "--max-body", "1024"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                       "--max-body", "1024", "--store", os.path.join(tmp, "store")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_up(lp, procs[-1], "llamay")
         procs.append(subprocess.Popen([a.peer, "-m", model, "--port", str(pp), "-t", str(a.threads), "-np", "1",
                                        "--slot-save-path", slots + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_up(pp, procs[-1], "llama-server")
         lc, pc = rb.Client(f"http://127.0.0.1:{lp}"), rb.Client(f"http://127.0.0.1:{pp}")
         print(f"# restore side by side: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
-        print("| tokens | llamay restore ms | llama.cpp restore ms | ratio | llamay restore + 1st token ms | "
-              "llama.cpp restore + 1st token ms | ratio | llamay file | llama.cpp file | llamay prefill/restore | llama.cpp prefill/restore |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| tokens | llama.cpp slot restore ms | llamay restore by name ms | ratio | llamay upload restore ms | ratio | "
+              "llama.cpp restore + 1st token ms | llamay by name + 1st token ms | ratio | llamay upload + 1st token ms | ratio | "
+              "llamay file | llama.cpp file | llamay prefill / by name | llama.cpp prefill / restore |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for i, w in enumerate(int(x) for x in a.words.split(",")):
             text = rb.text_of(w, i)
-            n, lcold, lrest, lfirst, lsize = llamay_case(lc, text, a.reps)
+            n, lcold, lrest, lfirst, lsize, lname, lname_first = llamay_case(lc, text, a.reps)
             _, pcold, prest, pfirst, psize = rb.peer_case(pc, text, a.reps, f"sbs_{w}.bin")
-            print(f"| {n} | {lrest:.2f} | {prest:.2f} | {lrest / prest:.2f} | {lfirst:.2f} | {pfirst:.2f} | "
-                  f"{lfirst / pfirst:.2f} | {lsize / 1e6:.1f} MB | {psize / 1e6:.1f} MB | {lcold / lrest:.0f}x | "
-                  f"{pcold / prest:.0f}x |", flush=True)
+            print(f"| {n} | {prest:.2f} | {lname:.2f} | {lname / prest:.2f} | {lrest:.2f} | {lrest / prest:.2f} | "
+                  f"{pfirst:.2f} | {lname_first:.2f} | {lname_first / pfirst:.2f} | {lfirst:.2f} | {lfirst / pfirst:.2f} | "
+                  f"{lsize / 1e6:.1f} MB | {psize / 1e6:.1f} MB | {lcold / lname:.0f}x | {pcold / prest:.0f}x |", flush=True)
     finally:
         for p in procs:
             p.terminate()

@@ -21,7 +21,9 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"tokenizer", {"base", "gguf"}},
     {"sampling", {"base"}},
     {"template", {"base"}},
+    {"grammar", {"base"}},
     {"model", {"base", "kv", "gguf", "kernels"}},
+    {"store", {"base"}},
     {"engine", {"base", "kv", "gguf", "kernels", "model", "tokenizer", "sampling", "template", "store"}},
 };
 

@@ -253,6 +253,16 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
   }
   s.history.insert(s.history.end(), r.prompt.begin(), r.prompt.end());
   s.usage.prompt_tokens = s.usage.cached_tokens + s.pending.size();
+  if (options_.max_context != 0 && s.usage.prompt_tokens > options_.max_context) {
+    const size_t held = s.session ? s.session_base : 0;
+    return Finish(s, FinishReason::kError,
+                  Status(StatusCode::kInvalidArgument,
+                         "the request is " + std::to_string(s.usage.prompt_tokens) + " tokens" +
+                             (held ? " (" + std::to_string(held) + " of them already in the session)" : "") +
+                             ", more than the context size of " + std::to_string(options_.max_context) +
+                             " (--ctx-size)",
+                         kDetailContextLength));
+  }
   s.prompt_base = s.session ? s.session_base : 0;
   if (r.prompt_logprobs >= 0 && !r.prompt.empty()) s.prompt_lps.resize(r.prompt.size() - 1);
   if (s.pending.empty()) {  // a session continued with no new tokens
@@ -399,6 +409,8 @@ void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   if (!s.sink(e)) return Finish(s, FinishReason::kCancelled);
   if (s.usage.completion_tokens >= static_cast<size_t>(s.req.max_tokens)) return Finish(s, FinishReason::kLength);
   s.pending.assign(1, token);
+  // The context is full: the token is emitted, but cannot be run through the model (it stays the tail).
+  if (options_.max_context != 0 && s.ctx.size() + 1 > options_.max_context) return Finish(s, FinishReason::kLength);
 }
 
 void Engine::Preempt(Seq& s) {

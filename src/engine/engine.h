@@ -54,7 +54,14 @@ struct EngineOptions {
   // Pinned prefixes (Request::pin_prefix) hold at most this share of the KV budget; past it the oldest pin
   // is released (its entry stays in the tree, evictable). Pins can then never starve other requests.
   double max_pinned_share = 0.5;
+  // Positions one context may hold, prompt and generated together (the server's --ctx-size, by default the
+  // model's trained context); 0: no limit. A request whose context would start beyond it fails
+  // (kInvalidArgument, detail kDetailContextLength); generation that reaches it ends (kLength).
+  size_t max_context = 0;
 };
+
+// Status::detail() of a request refused for its length (EngineOptions::max_context).
+inline constexpr int kDetailContextLength = 3001;
 
 struct EngineStats {
   uint64_t preempted = 0;  // requests that gave their memory back and resumed later

@@ -496,6 +496,10 @@ Result<SnapshotInfo> InspectSnapshot(std::span<const uint8_t> bytes) {
   LLAMAY_RETURN_IF_ERROR(VerifyChecksum(bytes, p));
   p.info.tokens.resize(p.info.n_positions);
   if (!p.info.tokens.empty()) std::memcpy(p.info.tokens.data(), p.tokens.data(), p.tokens.size());
+  p.info.kv_offset = p.kv_offset;
+  p.info.kv_bytes = p.kv.size();
+  if (OneFullGroupFile(p.info) && p.info.n_positions != 0)
+    p.info.kv_position_bytes = p.kv.size() / p.info.n_positions;
   return p.info;
 }
 

@@ -84,6 +84,11 @@ struct SnapshotInfo {
   uint64_t state_position = 0;
   uint64_t n_checkpoints = 0;
   uint64_t n_logits = 0;
+  // Where the KV section lies in the file, and the bytes of one position in it when it is one
+  // position-major run (version 1, and version 2 of one full-attention group; 0 otherwise). A file cut
+  // at position boundaries shares its leading pieces with every file of the same prefix (the snapshot
+  // store's chunks).
+  uint64_t kv_offset = 0, kv_bytes = 0, kv_position_bytes = 0;
 };
 
 Status WriteSnapshot(const Context& ctx, const Digest& weights, ByteSink& sink,

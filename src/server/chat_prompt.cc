@@ -14,6 +14,35 @@ Status Fault(const std::string& message) {
 
 bool IsDetail(const Status& s, TemplateErrorDetail d) { return s.detail() == static_cast<int>(d); }
 
+// OpenAI clients send `content` as a string or as an array of parts ([{"type": "text", "text": "..."}]).
+// Chat templates expect a string: the text parts are joined with newlines (as vLLM and llama.cpp do for
+// templates that take strings). Other part types (images, audio) are refused by name.
+Result<nlohmann::json> WithTextContent(const nlohmann::json& messages) {
+  nlohmann::json out = messages;
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto it = out[i].find("content");
+    if (it == out[i].end() || !it->is_array()) continue;
+    std::string text;
+    bool first = true;
+    for (const auto& part : *it) {
+      const std::string where = "messages[" + std::to_string(i) + "].content";
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+        return InvalidArgumentError(where + ": each part needs a string 'type'");
+      const std::string type = part["type"].get<std::string>();
+      if (type != "text")
+        return InvalidArgumentError(where + ": content parts of type '" + type +
+                                    "' are not supported (this model takes text parts only)");
+      if (!part.contains("text") || !part["text"].is_string())
+        return InvalidArgumentError(where + ": a text part needs a string 'text'");
+      if (!first) text += "\n";
+      text += part["text"].get<std::string>();
+      first = false;
+    }
+    *it = text;
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
@@ -44,7 +73,8 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, 
   for (const auto& m : messages)
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       return InvalidArgumentError("each message needs a string 'role'");
-  auto text = chat::RenderMessages(*template_, messages, /*add_generation_prompt=*/true, bos_, eos_);
+  LLAMAY_ASSIGN_OR_RETURN(nlohmann::json normalized, WithTextContent(messages));
+  auto text = chat::RenderMessages(*template_, normalized, /*add_generation_prompt=*/true, bos_, eos_);
   if (!text.ok()) {
     const Status& s = text.status();
     if (IsDetail(s, TemplateErrorDetail::kRaised) || IsDetail(s, TemplateErrorDetail::kRuntime))

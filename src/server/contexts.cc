@@ -154,19 +154,22 @@ void Snapshot(Server& server, const httplib::Request& req, httplib::Response& re
   });
 }
 
-// The upload streams into the cache as it arrives (kv::SnapshotReceiver): no copy of the file is held
-// when it is this model's, and the context appears only once every byte has been checked.
-void Restore(Server& server, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-  engine::Engine& engine = server.engine();
-  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
-  Status fed;
-  const bool read = ReadBodyPieces(req, res, reader, server.options().max_body_bytes, [&](const char* data, size_t n) {
-    fed = receiver.Feed(std::span(reinterpret_cast<const uint8_t*>(data), n));
-    return fed.ok();
-  });
-  if (!read) return;  // 413 sent
-  std::vector<float> logits;
-  auto ctx = receiver.Finish(&logits);
+// A store's failure: what is not there 404, a bad name 400, anything else (unreachable, timed out, 5xx,
+// refused credentials, a damaged object) 502 with the store's own message.
+void SendStoreError(httplib::Response& res, const Status& s) {
+  if (s.code() == StatusCode::kNotFound) return SendError(res, 404, s.message(), "snapshot_not_found");
+  if (s.code() == StatusCode::kInvalidArgument) return SendError(res, 400, s.message(), "", "name");
+  if (s.code() == StatusCode::kUnavailable) res.set_header("Retry-After", "1");
+  SendError(res, 502, s.message(), s.code() == StatusCode::kDataLoss ? "store_object_damaged" : "store_error");
+}
+
+bool HaveStore(Server& server, httplib::Response& res) {
+  if (server.store() != nullptr) return true;
+  SendError(res, 400, "no snapshot store: start the server with --store DIR or --store s3://bucket/prefix", "no_store");
+  return false;
+}
+
+void SendRestored(Server& server, httplib::Response& res, Result<kv::Context> ctx, std::vector<float> logits) {
   if (!ctx.ok()) {
     const kv::SnapshotError e = kv::SnapshotErrorOf(ctx.status());
     if (e == kv::SnapshotError::kNone) return SendStatus(res, ctx.status());
@@ -177,6 +180,93 @@ void Restore(Server& server, const httplib::Request& req, httplib::Response& res
   out["logits"] = !logits.empty();
   server.PutContext(id, HeldContext{std::move(*ctx), {}, false, std::move(logits)});
   SendJson(res, out);
+}
+
+// {"name": "..."}: the snapshot comes from the store, each chunk verified, streamed into the cache.
+void RestoreByName(Server& server, const std::string& name, httplib::Response& res) {
+  if (!HaveStore(server, res)) return;
+  engine::Engine& engine = server.engine();
+  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
+  Status pulled = server.store()->Pull(engine.model().weight_digest(), name,
+                                       [&](std::span<const uint8_t> piece) { return receiver.Feed(piece); });
+  if (!pulled.ok() && kv::SnapshotErrorOf(pulled) == kv::SnapshotError::kNone) return SendStoreError(res, pulled);
+  std::vector<float> logits;
+  Result<kv::Context> ctx = pulled.ok() ? receiver.Finish(&logits) : Result<kv::Context>(pulled);
+  SendRestored(server, res, std::move(ctx), std::move(logits));
+}
+
+// The upload streams into the cache as it arrives (kv::SnapshotReceiver): no copy of the file is held
+// when it is this model's, and the context appears only once every byte has been checked. A JSON body
+// {"name": "..."} restores by name from the store instead (any other body is read as a snapshot file,
+// and refused as one).
+void Restore(Server& server, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  engine::Engine& engine = server.engine();
+  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
+  if (req.get_header_value("Content-Type").rfind("application/json", 0) == 0) {
+    std::string raw;
+    if (!ReadBody(req, res, reader, size_t{1} << 20, &raw)) return;
+    const json body = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object() && body.contains("name")) {
+      if (!body["name"].is_string()) return SendError(res, 400, "'name' must be a string", "", "name");
+      return RestoreByName(server, body["name"].get<std::string>(), res);
+    }
+    (void)receiver.Feed(std::span(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
+    std::vector<float> logits;
+    auto ctx = receiver.Finish(&logits);
+    return SendRestored(server, res, std::move(ctx), std::move(logits));
+  }
+  Status fed;
+  const bool read = ReadBodyPieces(req, res, reader, server.options().max_body_bytes, [&](const char* data, size_t n) {
+    fed = receiver.Feed(std::span(reinterpret_cast<const uint8_t*>(data), n));
+    return fed.ok();
+  });
+  if (!read) return;  // 413 sent
+  std::vector<float> logits;
+  auto ctx = receiver.Finish(&logits);
+  SendRestored(server, res, std::move(ctx), std::move(logits));
+}
+
+// Snapshots a held context into the store under {"name"} (default: its id). Only the chunks the store
+// lacks are sent; the context is back with its owner before the first byte goes out, and a failed push
+// changes nothing of it.
+void Push(Server& server, const std::string& raw, httplib::Response& res, const std::string& id) {
+  json body = json::object();
+  if (!raw.empty() && !ParseBody(raw, res, &body)) return;
+  std::string name = id;
+  if (auto it = body.find("name"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return SendError(res, 400, "'name' must be a string", "", "name");
+    name = it->get<std::string>();
+  }
+  if (!engine::SnapshotStore::ValidName(name))
+    return SendError(res, 400, "invalid snapshot name '" + name + "' (1 to 128 of A-Z a-z 0-9 . _ -)", "", "name");
+  if (!HaveStore(server, res)) return;
+  auto held = server.TakeContext(id);
+  if (!held.ok()) return SendStatus(res, held.status());
+  if (Status s = server.SettleTail(*held); !s.ok()) {
+    server.ReturnContext(id, std::move(*held));
+    return SendStatus(res, s);
+  }
+  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest(), SessionSnapshotOptions(*held));
+  server.ReturnContext(id, std::move(*held));
+  if (!bytes.ok()) return SendStatus(res, bytes.status());
+  auto pushed = server.store()->Push(name, *bytes);
+  if (!pushed.ok()) return SendStoreError(res, pushed.status());
+  SendJson(res, {{"id", id},
+                 {"name", name},
+                 {"store", server.store()->Describe()},
+                 {"bytes", pushed->bytes},
+                 {"chunks", pushed->chunks},
+                 {"chunks_sent", pushed->chunks_sent},
+                 {"bytes_sent", pushed->bytes_sent}});
+}
+
+void ListStored(Server& server, httplib::Response& res) {
+  if (!HaveStore(server, res)) return;
+  auto list = server.store()->List(server.engine().model().weight_digest());
+  if (!list.ok()) return SendStoreError(res, list.status());
+  json data = json::array();
+  for (const auto& s : *list) data.push_back({{"name", s.name}, {"object", "snapshot"}});
+  SendJson(res, {{"object", "list"}, {"store", server.store()->Describe()}, {"data", data}});
 }
 
 void Delete(Server& server, httplib::Response& res, const std::string& id) {
@@ -204,6 +294,11 @@ void RegisterContextRoutes(Server& server, httplib::Server& http) {
             [s](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader&) {
               Fork(*s, req, res, req.matches[1]);
             });
+  PostWithBody(http, R"(/v1/contexts/([^/]+)/push)", size_t{1} << 20,
+               [s](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+                 Push(*s, body, res, req.matches[1]);
+               });
+  http.Get("/v1/store/snapshots", [s](const httplib::Request&, httplib::Response& res) { ListStored(*s, res); });
   http.Get(R"(/v1/contexts/([^/]+)/snapshot)", [s](const httplib::Request& req, httplib::Response& res) {
     Snapshot(*s, req, res, req.matches[1]);
   });

@@ -1,5 +1,7 @@
 #include "server/http_util.h"
 
+#include "engine/engine.h"
+
 #include <cstdlib>
 
 namespace llamay::server {
@@ -50,6 +52,7 @@ void SendStatus(httplib::Response& res, const Status& s) {
   const char* code = s.detail() == kDetailChatTemplateFault      ? "chat_template_error"
                      : s.detail() == kDetailChatTemplateRejected ? "chat_template_rejected"
                      : s.detail() == kDetailCancelled            ? "request_cancelled"
+                     : s.detail() == engine::kDetailContextLength ? "context_length_exceeded"
                      : status == 429                             ? "server_busy"
                      : status == 503                             ? "kv_memory_exhausted"
                                                                  : "";
@@ -114,8 +117,68 @@ void PostWithBody(httplib::Server& http, const std::string& pattern, size_t limi
   });
 }
 
+std::string ReplaceLoneSurrogates(const std::string& body) {
+  auto hex4 = [&](size_t at, uint32_t* v) {
+    if (at + 4 > body.size()) return false;
+    *v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char c = body[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) return false;
+      *v = *v * 16 + static_cast<uint32_t>(d);
+    }
+    return true;
+  };
+  std::string out;
+  out.reserve(body.size());
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (!in_string) {
+      if (c == '"') in_string = true;
+      out += c;
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;
+      out += c;
+      continue;
+    }
+    if (c != '\\' || i + 1 >= body.size()) {
+      out += c;
+      continue;
+    }
+    uint32_t u = 0;
+    if (body[i + 1] != 'u' || !hex4(i + 2, &u)) {  // another escape: copied whole
+      out += c;
+      out += body[i + 1];
+      ++i;
+      continue;
+    }
+    uint32_t low = 0;
+    const bool high = u >= 0xD800 && u <= 0xDBFF;
+    const bool paired = high && body.compare(i + 6, 2, "\\u") == 0 && hex4(i + 8, &low) &&
+                        low >= 0xDC00 && low <= 0xDFFF;
+    if (paired) {
+      out.append(body, i, 12);
+      i += 11;
+    } else if (u >= 0xD800 && u <= 0xDFFF) {
+      out += "\\uFFFD";
+      i += 5;
+    } else {
+      out.append(body, i, 6);
+      i += 5;
+    }
+  }
+  return out;
+}
+
 bool ParseBody(const std::string& body, httplib::Response& res, json* out) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // JSON allows a \u escape of a lone UTF-16 surrogate, which the parser refuses: such escapes become
+  // U+FFFD (only on this slow path; a body without them never comes here twice).
+  if (j.is_discarded() && body.find("\\u") != std::string::npos)
+    j = json::parse(ReplaceLoneSurrogates(body), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     SendError(res, 400, "the request body is not valid JSON");
     return false;

@@ -53,7 +53,11 @@ bool ReadBodyPieces(const httplib::Request& req, httplib::Response& res, const h
 using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
 void PostWithBody(httplib::Server& http, const std::string& pattern, size_t limit, BodyHandler handler);
 
-// Parses a JSON object body; on failure sends a 400 and returns false.
+// A JSON text with every \u escape of a lone UTF-16 surrogate (valid JSON, which nlohmann::json refuses)
+// replaced by \uFFFD; everything else unchanged.
+std::string ReplaceLoneSurrogates(const std::string& body);
+// Parses a JSON object body (lone surrogate escapes read as U+FFFD); on failure sends a 400 and returns
+// false.
 bool ParseBody(const std::string& body, httplib::Response& res, json* out);
 
 }  // namespace llamay::server

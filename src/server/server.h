@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/snapshot_store.h"
 #include "kv/snapshot.h"
 
 namespace httplib {
@@ -47,6 +48,9 @@ struct ServerOptions {
   int http_threads = 16;        // each streaming response holds one
   std::string model_name;       // reported by /v1/models and in responses
   int default_max_tokens = 256; // chat completions without max_tokens
+  // Where POST /v1/contexts/{id}/push and restore by name keep snapshots (--store); null: no store. Not
+  // owned: it outlives the server.
+  engine::SnapshotStore* store = nullptr;
 };
 
 // A held context (a session) and the sampled token it does not hold yet.
@@ -89,6 +93,7 @@ class Server {
 
   // Called by the route handlers (public for the handler files; not an API for others).
   engine::Engine& engine() { return *engine_; }
+  engine::SnapshotStore* store() { return options_.store; }
   const ServerOptions& options() const { return options_; }
   // The model's chat template, parsed once (chat_prompt.h); problem() is what start-up reports.
   const ChatPrompt& chat_prompt() const { return *chat_prompt_; }

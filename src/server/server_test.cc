@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "model/demo_model.h"
+#include "server/http_util.h"
+#include "store/store.h"
 
 namespace llamay::server {
 namespace {
@@ -245,6 +247,138 @@ TEST_F(ServerTest, RestoredSnapshotsSampleTheirFirstTokenFromStoredLogits) {
   c["llamay_session"] = restored["id"];
   json refused = Post("/v1/completions", c, 400);
   EXPECT_NE(refused["error"]["message"].get<std::string>().find("no next-token logits"), std::string::npos);
+}
+
+// Push to a directory store and restore by name: the restored session continues exactly (empty prompt, from
+// the stored logits); a fork's push sends only the chunks the store lacks; every failure is a clear error
+// that leaves the held context as it was.
+TEST_F(ServerTest, PushAndRestoreByNameThroughAStore) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("llamay_server_store_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto opened = store::OpenStore(dir.string());
+  ASSERT_TRUE(opened.ok());
+  engine::SnapshotStore snapshots(std::move(*opened));
+  // Without a store: a clear 400.
+  json none = Post("/v1/contexts", {{"prompt", "x"}});
+  EXPECT_EQ(Post("/v1/contexts/" + none["id"].get<std::string>() + "/push", json::object(), 400)["error"]["code"], "no_store");
+  ServerOptions so;
+  so.store = &snapshots;
+  Start(so);
+  std::string long_prompt;
+  for (int i = 0; i < 80; ++i) long_prompt += "an agent's tool output, line " + std::to_string(i) + "\n";
+  json ctx = Post("/v1/contexts", {{"prompt", long_prompt}});
+  const std::string id = ctx["id"];
+  json pushed = Post("/v1/contexts/" + id + "/push", {{"name", "base"}});
+  EXPECT_EQ(pushed["name"], "base");
+  EXPECT_GT(pushed["chunks"].get<int>(), 1);
+  EXPECT_EQ(pushed["chunks_sent"], pushed["chunks"]);
+  // The same again sends no chunk.
+  EXPECT_EQ(Post("/v1/contexts/" + id + "/push", {{"name", "base"}})["chunks_sent"], 0);
+  const json go = {{"prompt", ""}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 3}};
+  json a = go;
+  a["llamay_session"] = id;
+  const std::string want = Completion(a);
+  json restored = Post("/v1/contexts/restore", {{"name", "base"}});
+  EXPECT_EQ(restored["logits"], true);
+  EXPECT_EQ(restored["tokens"], ctx["tokens"]);
+  json b = go;
+  b["llamay_session"] = restored["id"];
+  EXPECT_EQ(Completion(b), want);
+  // A fork that grew: only the chunks past the shared prefix are new.
+  json fork = Post("/v1/contexts/" + id + "/fork", json::object());
+  const std::string branch = fork["branches"][0]["id"];
+  json more = go;
+  more["prompt"] = " and then the next turn";
+  more["llamay_session"] = branch;
+  Completion(more);
+  json pb = Post("/v1/contexts/" + branch + "/push", {{"name", "branch"}});
+  EXPECT_LT(pb["chunks_sent"].get<int>(), pb["chunks"].get<int>());
+  EXPECT_GE(pb["chunks_sent"].get<int>(), 1);
+  auto list = client_->Get("/v1/store/snapshots");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["data"].size(), 2u);
+  // Failures.
+  EXPECT_EQ(Post("/v1/contexts/restore", {{"name", "missing"}}, 404)["error"]["code"], "snapshot_not_found");
+  EXPECT_EQ(Post("/v1/contexts/restore", {{"name", "../x"}}, 400)["error"]["param"], "name");
+  EXPECT_EQ(Post("/v1/contexts/" + id + "/push", {{"name", "a/b"}}, 400)["error"]["param"], "name");
+  Post("/v1/contexts/nope/push", {{"name", "n"}}, 404);
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().string().find("/chunks/") == std::string::npos) continue;
+    std::filesystem::resize_file(e.path(), std::filesystem::file_size(e.path()) - 1);  // damage every chunk
+  }
+  EXPECT_EQ(Post("/v1/contexts/restore", {{"name", "base"}}, 502)["error"]["code"], "store_object_damaged");
+  // The held context is untouched by all of it.
+  json d = go;
+  d["prompt"] = json::array({70});
+  d["llamay_session"] = id;
+  EXPECT_EQ(Post("/v1/completions", d)["choices"][0]["finish_reason"], "length");
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 11, found by trying the server as a new user would: content as an array of parts, lone UTF-16
+// surrogates in JSON strings, and a context-size limit.
+TEST_F(ServerTest, ContentPartsAreJoinedAndOtherPartTypesRefused) {
+  const json plain = {{"messages", {{{"role", "user"}, {"content", "hello\nworld"}}}}, {"max_tokens", 6},
+                      {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  json parts = plain;
+  parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "hello"}}, {{"type", "text"}, {"text", "world"}}});
+  const json a = Post("/v1/chat/completions", plain), b = Post("/v1/chat/completions", parts);
+  EXPECT_EQ(a["choices"][0]["logprobs"], b["choices"][0]["logprobs"]);
+  EXPECT_EQ(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]);
+  json image = plain;
+  image["messages"][0]["content"] = json::array({{{"type", "image_url"}, {"image_url", {{"url", "data:"}}}}});
+  EXPECT_NE(Post("/v1/chat/completions", image, 400)["error"]["message"].get<std::string>().find("'image_url'"),
+            std::string::npos);
+  json bad = plain;
+  bad["messages"][0]["content"] = json::array({{{"text", "no type"}}});
+  Post("/v1/chat/completions", bad, 400);
+}
+
+TEST_F(ServerTest, LoneSurrogatesInJsonReadAsReplacementCharacters) {
+  // Raw bodies: a lone high surrogate, a lone low one, a valid pair, and an escaped backslash before 'u'.
+  auto post = [&](const std::string& prompt_json) {
+    auto r = client_->Post("/v1/completions",
+                           "{\"prompt\": " + prompt_json + ", \"max_tokens\": 2, \"temperature\": 0, \"echo\": true}",
+                           "application/json");
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, json::parse(r->body, nullptr, false)) : std::make_pair(0, json());
+  };
+  for (const char* p : {R"("a\ud800b")", R"("a\udc00b")", R"("x\ud800")"}) {
+    auto [status, body] = post(p);
+    EXPECT_EQ(status, 200) << p << ": " << body.dump();
+    EXPECT_NE(body["choices"][0]["text"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << p;
+  }
+  auto [pair_status, pair] = post(R"("\ud83d\ude00")");
+  EXPECT_EQ(pair_status, 200);
+  EXPECT_EQ(pair["choices"][0]["text"].get<std::string>().rfind("\xF0\x9F\x98\x80", 0), 0u);
+  auto [esc_status, esc] = post(R"("\\ud800")");  // a backslash, then the letters "ud800"
+  EXPECT_EQ(esc_status, 200);
+  EXPECT_EQ(esc["choices"][0]["text"].get<std::string>().rfind("\\ud800", 0), 0u);
+  EXPECT_EQ(post(R"("broken)").first, 400);
+  EXPECT_EQ(ReplaceLoneSurrogates(R"({"a":"\uD800\uDC00","b":"\uDBFF","c":"\\uD800"})"),
+            R"({"a":"\uD800\uDC00","b":"\uFFFD","c":"\\uD800"})");
+}
+
+TEST_F(ServerTest, RequestsBeyondTheContextSizeAreRefusedAndGenerationStopsAtIt) {
+  engine::EngineOptions eo;
+  eo.max_context = 64;
+  Start({}, eo);
+  std::vector<int32_t> long_prompt(80, 70);
+  json r = Post("/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 4}}, 400);
+  EXPECT_EQ(r["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("context size of 64"), std::string::npos);
+  // Generation that reaches the limit ends with "length".
+  std::vector<int32_t> prompt(60, 71);
+  json ok = Post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 50}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+  EXPECT_LE(ok["usage"]["completion_tokens"].get<int>(), 5);
+  // A session that would grow past it: refused, and left as it was.
+  json ctx = Post("/v1/contexts", {{"prompt", std::string(40, 'a')}});
+  std::vector<int32_t> more(30, 72);
+  json refused = Post("/v1/completions", {{"prompt", more}, {"max_tokens", 2}, {"llamay_session", ctx["id"]}}, 400);
+  EXPECT_EQ(refused["error"]["code"], "context_length_exceeded");
+  Post("/v1/completions", {{"prompt", std::vector<int32_t>{73}}, {"max_tokens", 2}, {"llamay_session", ctx["id"]}});
 }
 
 TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {

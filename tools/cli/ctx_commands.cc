@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "ctx_model_commands.h"
+#include "ctx_store_commands.h"
 #include "fork_report.h"
 #include "format.h"
 #include "kv/cache.h"
@@ -231,6 +232,7 @@ void AddCtxCommands(CLI::App& app, int* exit_code) {
   i->callback([inspect_path, inspect_json, exit_code] { *exit_code = RunInspect(*inspect_path, *inspect_json); });
 
   AddCtxModelCommands(*ctx, exit_code);
+  AddCtxStoreCommands(*ctx, exit_code);
 }
 
 }  // namespace llamay::cli

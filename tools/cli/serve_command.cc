@@ -30,6 +30,8 @@ struct ServeOptions {
   uint32_t page_tokens = 64;
   std::string kv_precision = "f16";
   std::string state_dir;
+  std::string store;  // --store: a directory or s3://bucket/prefix
+  size_t ctx_size = 0;  // 0: the model's trained context
   int threads = 0;
   size_t max_body_mib = 256;
   size_t max_active = 16;
@@ -67,9 +69,17 @@ int RunServe(const ServeOptions& o) {
   eo.kv_memory_bytes = o.kv_memory_mib << 20;
   eo.max_active = o.max_active;
   eo.max_queue = o.max_queue;
+  eo.max_context = o.ctx_size != 0 ? o.ctx_size : m->model->hparams().n_ctx_train;
   auto engine = engine::Engine::Create(std::move(m->model), std::move(m->tokenizer), eo);
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
+  std::unique_ptr<engine::SnapshotStore> snapshot_store;
+  if (!o.store.empty()) {
+    auto opened = store::OpenStore(o.store);
+    if (!opened.ok()) return Fail(opened.status(), kExitBadInput);
+    snapshot_store = std::make_unique<engine::SnapshotStore>(std::move(*opened));
+  }
   server::ServerOptions so;
+  so.store = snapshot_store.get();
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
@@ -137,6 +147,13 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   s->add_option("--page-tokens", o->page_tokens, "KV positions per page")->capture_default_str();
   s->add_option("--kv-precision", o->kv_precision, "KV precision: f32, f16, q8_0")->capture_default_str();
   s->add_option("--state-dir", o->state_dir, "Save held contexts here on shutdown and restore them on start");
+  s->add_option("-c,--ctx-size", o->ctx_size,
+                "Positions a context may hold, prompt and output together (0: the model's trained context); "
+                "a longer request gets 400 context_length_exceeded")
+      ->capture_default_str();
+  s->add_option("--store", o->store,
+                "Snapshot store for /v1/contexts/{id}/push and restore by name: a directory or s3://bucket/prefix "
+                "(credentials from the AWS environment; docs/store.md)");
   s->add_option("-t,--threads", o->threads, "Compute threads (0: one per core)")->capture_default_str();
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
   s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();

@@ -1,0 +1,79 @@
+// SnapshotStore: snapshots kept in a store::Store (a directory, or S3-compatible object storage), cut into
+// content-addressed chunks so that contexts sharing a prefix share its chunks: pushing a fork sends only
+// the chunks the store lacks (docs/store.md, "Snapshots in a store").
+//
+// Objects, below models/<weights digest, 64 hex>/:
+//   chunks/<XXH3-128 of the chunk, 32 hex>  a run of the snapshot's KV section: 256 whole positions when the
+//                                           section is position-major (so a prefix's chunks are the same
+//                                           bytes in every file that shares it), else 4 MiB;
+//   snapshots/<name>                        the manifest: the snapshot file with its KV section replaced by
+//                                           the list of its chunks (size and hash each), CRC32C-sealed.
+// A manifest is written only after all of its chunks, by an atomic put, so a reader never finds one whose
+// chunks are missing (an interrupted push leaves only unreferenced chunks). Pushes are idempotent: the same
+// context pushed twice, or by two servers, writes the same bytes under the same names.
+//
+// Every read is verified before a byte of it leaves this class: the manifest's CRC and lengths, each
+// chunk's size and hash; the reassembled file then carries its own CRC, which the restore checks (a snapshot is
+// only ever restored through kv::SnapshotReceiver or RestoreSnapshot).
+//
+// Thread-safety: safe from several threads (the store is; this class holds no mutable state).
+#ifndef LLAMAY_ENGINE_SNAPSHOT_STORE_H_
+#define LLAMAY_ENGINE_SNAPSHOT_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/digest.h"
+#include "base/status.h"
+#include "store/store.h"
+
+namespace llamay::engine {
+
+struct PushResult {
+  uint64_t bytes = 0;       // the snapshot file's size
+  size_t chunks = 0;        // chunks it is made of
+  size_t chunks_sent = 0;   // of them, those the store lacked
+  uint64_t bytes_sent = 0;  // chunk and manifest bytes written
+};
+
+struct StoredSnapshot {
+  std::string name;
+  uint64_t manifest_bytes = 0;
+};
+
+class SnapshotStore {
+ public:
+  explicit SnapshotStore(std::unique_ptr<store::Store> store);
+
+  // A snapshot's name: 1 to 128 characters of [A-Za-z0-9._-], not starting with '.'.
+  static bool ValidName(std::string_view name);
+
+  // Stores a snapshot file under `name` for the model whose weights computed it (the file's own digest).
+  // The file is verified first (kv::InspectSnapshot): a damaged one is refused and nothing is written.
+  Result<PushResult> Push(const std::string& name, std::span<const uint8_t> snapshot);
+  // The snapshot `name` of the model `weights`, reassembled and handed to `sink` a piece at a time (the
+  // manifest's head, each chunk once verified, the tail); NotFound when the store has no such snapshot.
+  // A sink error stops the pull and is returned.
+  Status Pull(const Digest& weights, const std::string& name,
+              const std::function<Status(std::span<const uint8_t>)>& sink) const;
+  Result<std::vector<uint8_t>> PullBytes(const Digest& weights, const std::string& name) const;
+  // The snapshots of the model `weights`, by name.
+  Result<std::vector<StoredSnapshot>> List(const Digest& weights) const;
+  // The weights digests that have snapshots in the store.
+  Result<std::vector<Digest>> Models() const;
+  Status Delete(const Digest& weights, const std::string& name);
+
+  std::string Describe() const { return store_->Describe(); }
+
+ private:
+  std::unique_ptr<store::Store> store_;
+};
+
+}  // namespace llamay::engine
+
+#endif  // LLAMAY_ENGINE_SNAPSHOT_STORE_H_
