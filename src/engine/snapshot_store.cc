@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <set>
 
 #include <xxhash.h>
@@ -239,6 +240,100 @@ Result<std::vector<Digest>> SnapshotStore::Models() const {
 Status SnapshotStore::Delete(const Digest& weights, const std::string& name) {
   if (!ValidName(name)) return InvalidArgumentError("invalid snapshot name '" + name + "'");
   return store_->Delete(ManifestName(weights, name));
+}
+
+namespace {
+
+std::string SessionPrefix(const Digest& weights, const std::string& id) {
+  return Prefix(weights) + "sessions/" + id + "/";
+}
+// Zero-padded so that names sort by generation.
+std::string GenerationName(uint64_t g) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llu", static_cast<unsigned long long>(g));
+  return buf;
+}
+
+std::vector<uint8_t> EncodeRecord(const SessionRecord& r) {
+  std::string text = "{\"generation\":" + std::to_string(r.generation) + ",\"snapshot\":\"" + r.snapshot + "\",\"tail\":[";
+  for (size_t i = 0; i < r.tail.size(); ++i) {
+    if (i != 0) text += ',';
+    text += std::to_string(r.tail[i]);
+  }
+  text += "]}";
+  const uint32_t crc = Crc32c(text.data(), text.size());
+  char sum[16];
+  std::snprintf(sum, sizeof sum, "\n%08x", crc);
+  text += sum;
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+// The record's text, its CRC32C on the last line; parsed without a JSON library (kept below engine's
+// dependencies): {"generation":N,"snapshot":"NAME","tail":[T,...]}.
+Result<SessionRecord> DecodeRecord(const std::string& id, const std::vector<uint8_t>& bytes) {
+  const std::string all(bytes.begin(), bytes.end());
+  const auto damaged = [&] { return DataLossError("session '" + id + "' in the store: its record is damaged"); };
+  const size_t nl = all.rfind('\n');
+  if (nl == std::string::npos || all.size() - nl != 9) return damaged();
+  const std::string text = all.substr(0, nl);
+  if (std::strtoul(all.c_str() + nl + 1, nullptr, 16) != Crc32c(text.data(), text.size())) return damaged();
+  SessionRecord r;
+  unsigned long long g = 0;
+  char name[160] = {};
+  int used = 0;
+  if (std::sscanf(text.c_str(), "{\"generation\":%llu,\"snapshot\":\"%159[^\"]\",\"tail\":[%n", &g, name, &used) != 2 ||
+      used == 0)
+    return damaged();
+  r.generation = g;
+  r.snapshot = name;
+  const char* p = text.c_str() + used;
+  while (*p != ']') {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) return damaged();
+    r.tail.push_back(static_cast<int32_t>(v));
+    p = end;
+    if (*p == ',') ++p;
+  }
+  return r;
+}
+
+}  // namespace
+
+Status SnapshotStore::CommitSession(const std::string& id, uint64_t generation, std::span<const uint8_t> snapshot,
+                                    std::span<const int32_t> tail) {
+  LLAMAY_ASSIGN_OR_RETURN(kv::SnapshotInfo info, kv::InspectSnapshot(snapshot));
+  SessionRecord r;
+  r.generation = generation;
+  r.snapshot = id + ".g" + std::to_string(generation);
+  r.tail.assign(tail.begin(), tail.end());
+  if (!ValidName(r.snapshot)) return InvalidArgumentError("invalid session id '" + id + "'");
+  LLAMAY_RETURN_IF_ERROR(Push(r.snapshot, snapshot).status());
+  const std::vector<uint8_t> record = EncodeRecord(r);
+  const std::string name = SessionPrefix(info.weights, id) + GenerationName(generation);
+  LLAMAY_ASSIGN_OR_RETURN(bool created, store_->PutIfAbsent(name, record));
+  if (created) return Status::Ok();
+  // Taken: by another instance, or by this very commit when a retried request's first attempt landed
+  // (then the record holds exactly these bytes).
+  auto existing = store_->Get(name);
+  if (existing.ok() && *existing == record) return Status::Ok();
+  return Status(StatusCode::kFailedPrecondition,
+                "session '" + id + "': another instance continued it to generation " + std::to_string(generation) +
+                    " first; this continuation was not saved (send the turn again)",
+                kDetailSessionConflict);
+}
+
+Result<std::optional<SessionRecord>> SnapshotStore::LatestSession(const Digest& weights, const std::string& id) const {
+  if (!ValidName(id)) return InvalidArgumentError("invalid session id '" + id + "'");
+  const std::string prefix = SessionPrefix(weights, id);
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<store::ObjectInfo> objects, store_->List(prefix));
+  if (objects.empty()) return std::optional<SessionRecord>();
+  // Sorted by name: the last is the newest generation.
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, store_->Get(objects.back().name));
+  LLAMAY_ASSIGN_OR_RETURN(SessionRecord r, DecodeRecord(id, bytes));
+  if (GenerationName(r.generation) != objects.back().name.substr(prefix.size()))
+    return DataLossError("session '" + id + "' in the store: its record disagrees with its name");
+  return std::optional<SessionRecord>(std::move(r));
 }
 
 }  // namespace llamay::engine

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,17 @@ struct PushResult {
   size_t chunks_sent = 0;   // of them, those the store lacked
   uint64_t bytes_sent = 0;  // chunk and manifest bytes written
 };
+
+// A session's state in the store at one generation: its snapshot (computed positions) and the tokens it
+// has sampled but not yet run through the model (its tail), which the next request runs first.
+struct SessionRecord {
+  uint64_t generation = 0;
+  std::string snapshot;  // the name of its snapshot in this store
+  std::vector<int32_t> tail;
+};
+
+// Status::detail() of a session commit that lost to another instance's (SnapshotStore::CommitSession).
+inline constexpr int kDetailSessionConflict = 3002;
 
 struct StoredSnapshot {
   std::string name;
@@ -67,6 +79,15 @@ class SnapshotStore {
   // The weights digests that have snapshots in the store.
   Result<std::vector<Digest>> Models() const;
   Status Delete(const Digest& weights, const std::string& name);
+
+  // Sessions that move between instances (docs/deploy.md). Generation g of session `id` is committed by
+  // pushing its snapshot (as "<id>.g<g>"), then creating sessions/<id>/<g> if it does not exist yet: of
+  // two instances that continued generation g - 1 at once, exactly one commits g, and the other gets
+  // FailedPrecondition with detail kDetailSessionConflict (its continuation is a fork nobody else sees).
+  Status CommitSession(const std::string& id, uint64_t generation, std::span<const uint8_t> snapshot,
+                       std::span<const int32_t> tail);
+  // The newest committed generation of session `id` of the model `weights`; nullopt when it has none.
+  Result<std::optional<SessionRecord>> LatestSession(const Digest& weights, const std::string& id) const;
 
   std::string Describe() const { return store_->Describe(); }
 

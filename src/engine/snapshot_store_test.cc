@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "kv/snapshot.h"
 #include "kv/test_util.h"
@@ -149,6 +152,54 @@ TEST_F(SnapshotStoreTest, BadNamesAndDamagedSnapshotsWriteNothing) {
   EXPECT_FALSE(store_->Push("broken", broken).ok());
   EXPECT_TRUE(Files("").empty());
   EXPECT_EQ(store_->PullBytes(W(1), "nothing").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SnapshotStoreTest, SessionGenerationsCommitOnceAndTheNewestIsFound) {
+  const auto g1 = Snapshot(300, 300, 0), g2 = Snapshot(400, 300, 3);
+  EXPECT_FALSE(store_->LatestSession(W(1), "ctx_a")->has_value());
+  ASSERT_TRUE(store_->CommitSession("ctx_a", 1, g1, std::vector<int32_t>{7}).ok());
+  ASSERT_TRUE(store_->CommitSession("ctx_a", 2, g2, std::vector<int32_t>{8, 9}).ok());
+  auto latest = store_->LatestSession(W(1), "ctx_a");
+  ASSERT_TRUE(latest.ok() && latest->has_value()) << latest.status().ToString();
+  EXPECT_EQ((*latest)->generation, 2u);
+  EXPECT_EQ((*latest)->tail, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(*store_->PullBytes(W(1), (*latest)->snapshot), g2);
+  // The same generation again: the same bytes are a retry (fine); other bytes lost a race.
+  EXPECT_TRUE(store_->CommitSession("ctx_a", 2, g2, std::vector<int32_t>{8, 9}).ok());
+  Status lost = store_->CommitSession("ctx_a", 2, g1, std::vector<int32_t>{1});
+  EXPECT_EQ(lost.detail(), kDetailSessionConflict) << lost.ToString();
+  // A damaged record is refused.
+  const auto records = Files("sessions/ctx_a/");
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& r : records) {
+    std::fstream f(r, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5);
+    f.put('9');
+  }
+  EXPECT_EQ(store_->LatestSession(W(1), "ctx_a").status().code(), StatusCode::kDataLoss);
+}
+
+TEST(DirStorePutIfAbsent, ExactlyOneOfManyWritersCreatesTheObject) {
+  const fs::path dir = fs::temp_directory_path() / ("llamay_putifabsent_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto s = store::OpenStore(dir.string());
+  ASSERT_TRUE(s.ok());
+  std::atomic<int> won{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      const std::vector<uint8_t> bytes(1000, static_cast<uint8_t>(t));
+      auto r = (*s)->PutIfAbsent("race/object", bytes);
+      EXPECT_TRUE(r.ok());
+      if (r.ok() && *r) ++won;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won.load(), 1);
+  auto got = (*s)->Get("race/object");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 1000u);
+  EXPECT_TRUE(std::all_of(got->begin(), got->end(), [&](uint8_t b) { return b == (*got)[0]; }));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "server/completions.h"
 
+#include <cstdio>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -323,7 +325,7 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
       if (e.finished && !session.empty()) {
         const bool error = e.reason == engine::FinishReason::kError;
         server.ReturnContext(session, HeldContext{std::move(e.context), error ? old_tail : std::move(e.tail), false,
-                                                  error ? old_logits : std::vector<float>()});
+                                                  error ? old_logits : std::vector<float>(), 0});
       }
       ch->Push(ci, std::move(e));
       return true;
@@ -344,6 +346,7 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   if (job->p.echo) StartEcho(engine.tokenizer(), *job);
   const bool echo_logprobs = job->p.echo && job->p.top_logprobs >= 0;
   if (!job->p.session.empty()) {
+    LLAMAY_RETURN_IF_ERROR(server.FetchSession(job->p.session));
     LLAMAY_ASSIGN_OR_RETURN(HeldContext held, server.TakeContext(job->p.session));
     engine::Request r = base(0);
     r.context = std::move(held.context);
@@ -352,14 +355,14 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     // No new tokens: the session's stored next-token logits (a restored snapshot's) give the first token.
     if (r.prompt.empty()) r.context_logits = held.logits;
     if (r.prompt.empty() && r.context_logits.empty()) {
-      server.ReturnContext(job->p.session, HeldContext{std::move(r.context), {}, false, std::move(held.logits)});
+      server.ReturnContext(job->p.session, HeldContext{std::move(r.context), {}, false, std::move(held.logits), 0});
       return InvalidArgumentError(
           "nothing to continue the session from: send a prompt (the session holds no next-token logits)");
     }
     Result<uint64_t> id = engine.Submit(std::move(r), make_sink(0, held.tail, held.logits));
     if (!id.ok()) {  // refused: the request, and the session's context in it, are untouched
       server.ReturnContext(job->p.session,
-                           HeldContext{std::move(r.context), std::move(held.tail), false, std::move(held.logits)});
+                           HeldContext{std::move(r.context), std::move(held.tail), false, std::move(held.logits), 0});
       return id.status();
     }
     job->choices[0].id = *id;
@@ -464,6 +467,20 @@ void CancelAll(Server& server, const Job& job) {
     if (!c.done) server.engine().Cancel(c.id);
 }
 
+// With a store, a session's new state is written through before the answer ends, so the next turn may go
+// to any instance. A conflict (another instance continued the session first) becomes the request's error;
+// any other store failure leaves the session held here, unsaved, and says so on stderr.
+void CommitSessionOf(Server& server, Job& job) {
+  if (job.p.session.empty() || !job.error.ok()) return;
+  Status s = server.CommitSession(job.p.session);
+  if (s.ok()) return;
+  if (s.detail() == engine::kDetailSessionConflict) {
+    job.error = s;
+  } else {
+    std::fprintf(stderr, "llamay: session %s not saved to the store: %s\n", job.p.session.c_str(), s.message().c_str());
+  }
+}
+
 void Account(Server& server, const Job& job) {
   const json u = UsageJson(job);
   server.metrics().prompt_tokens += u["prompt_tokens"].get<uint64_t>();
@@ -544,12 +561,16 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
         return true;
       }
       std::string out;
+      CommitSessionOf(server, *job);
       if (job->error.ok()) {
         Account(server, *job);
         out = Dump(body());
       } else {
-        out = Dump(json{{"error", {{"message", job->error.message()}, {"type", "server_error"}, {"param", nullptr},
-                                   {"code", nullptr}}}});
+        const bool conflict = job->error.detail() == engine::kDetailSessionConflict;
+        out = Dump(json{{"error", {{"message", job->error.message()},
+                                   {"type", conflict ? "invalid_request_error" : "server_error"},
+                                   {"param", nullptr},
+                                   {"code", conflict ? json("session_conflict") : json(nullptr)}}}});
       }
       sink.write(out.data(), out.size());
       sink.done();
@@ -608,6 +629,9 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
       }
     }
     if (AllDone(*job) && std::all_of(finished_sent->begin(), finished_sent->end(), [](bool b) { return b; })) {
+      CommitSessionOf(server, *job);
+      if (job->error.detail() == engine::kDetailSessionConflict)
+        send(json{{"error", {{"message", job->error.message()}, {"type", "invalid_request_error"}, {"code", "session_conflict"}}}});
       Account(server, *job);
       if (job->p.include_usage) {
         json u = ChunkJson(*job, 0, "", nullptr, false);

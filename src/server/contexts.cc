@@ -21,6 +21,13 @@ int SnapshotHttpStatus(kv::SnapshotError e) {
   }
 }
 
+// With a store, a new or changed context is written through at once (another instance may get its next
+// request). A failure leaves it held here and says so in the answer.
+void CommitNew(Server& server, const std::string& id, json* out) {
+  if (!server.sharing_sessions()) return;
+  if (Status s = server.CommitSession(id); !s.ok()) (*out)["store_error"] = s.message();
+}
+
 void Create(Server& server, const httplib::Request& req, const std::string& raw, httplib::Response& res) {
   json body = json::object();
   if (!raw.empty() && !ParseBody(raw, res, &body)) return;
@@ -69,7 +76,8 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
   const std::string id = server.NewContextId();
   json out = Describe(id, ctx);
   out["tokens"] = ctx.size() + tail.size();
-  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false, {}});
+  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false, {}, 0});
+  CommitNew(server, id, &out);
   SendJson(res, out);
 }
 
@@ -98,7 +106,7 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     auto it = server.contexts().find(id);
     if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
     if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
-    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false, it->second.logits}});
+    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false, it->second.logits, 0}});
   }
   json branches = json::array();
   for (auto& [bid, h] : made) {
@@ -108,6 +116,7 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     branches.push_back(d);
     server.PutContext(bid, std::move(h));
   }
+  for (auto& b : branches) CommitNew(server, b["id"].get<std::string>(), &b);
   SendJson(res, {{"parent", id}, {"branches", branches}});
 }
 
@@ -178,7 +187,8 @@ void SendRestored(Server& server, httplib::Response& res, Result<kv::Context> ct
   const std::string id = server.NewContextId();
   json out = Describe(id, *ctx);
   out["logits"] = !logits.empty();
-  server.PutContext(id, HeldContext{std::move(*ctx), {}, false, std::move(logits)});
+  server.PutContext(id, HeldContext{std::move(*ctx), {}, false, std::move(logits), 0});
+  CommitNew(server, id, &out);
   SendJson(res, out);
 }
 

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <cstdio>
+#include <random>
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -29,6 +32,13 @@ Server::Server(engine::Engine* engine, ServerOptions options)
 Server::~Server() { Stop(); }
 
 std::string Server::NewContextId() {
+  if (sharing_sessions()) {
+    // Ids must be unique across every instance that shares the store.
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "ctx_%016llx", static_cast<unsigned long long>(rng()));
+    return buf;
+  }
   std::lock_guard l(ctx_mu_);
   return "ctx_" + std::to_string(next_ctx_++);
 }
@@ -43,9 +53,60 @@ Result<HeldContext> Server::TakeContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
-  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false, std::move(it->second.logits)};
+  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false, std::move(it->second.logits),
+                  it->second.generation};
   it->second.busy = true;
   return out;
+}
+
+Status Server::FetchSession(const std::string& id) {
+  if (!sharing_sessions() || !engine::SnapshotStore::ValidName(id)) return Status::Ok();
+  const Digest& weights = engine_->model().weight_digest();
+  uint64_t held = 0;
+  bool have = false;
+  {
+    std::lock_guard l(ctx_mu_);
+    if (auto it = contexts_.find(id); it != contexts_.end()) {
+      if (it->second.busy) return Status::Ok();  // TakeContext answers for it
+      have = true;
+      held = it->second.generation;
+    }
+  }
+  LLAMAY_ASSIGN_OR_RETURN(std::optional<engine::SessionRecord> latest, options_.store->LatestSession(weights, id));
+  if (!latest || (have && latest->generation <= held)) return Status::Ok();
+  kv::SnapshotReceiver receiver(engine_->cache(), weights);
+  LLAMAY_RETURN_IF_ERROR(options_.store->Pull(weights, latest->snapshot, [&](std::span<const uint8_t> piece) {
+    return receiver.Feed(piece);
+  }));
+  std::vector<float> logits;
+  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx, receiver.Finish(&logits));
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it != contexts_.end() && (it->second.busy || it->second.generation >= latest->generation))
+    return Status::Ok();  // another request got here first
+  if (!latest->tail.empty()) logits.clear();  // the tail runs first: these would be the wrong position's
+  contexts_[id] = HeldContext{std::move(ctx), std::move(latest->tail), false, std::move(logits), latest->generation};
+  return Status::Ok();
+}
+
+Status Server::CommitSession(const std::string& id) {
+  if (!sharing_sessions()) return Status::Ok();
+  auto held = TakeContext(id);
+  if (!held.ok()) return Status::Ok();  // deleted, or busy with a newer request that will commit itself
+  const Digest& weights = engine_->model().weight_digest();
+  kv::SnapshotOptions o = SessionSnapshotOptions(*held);
+  auto bytes = kv::SnapshotToBytes(held->context, weights, o);
+  Status s = bytes.status();
+  const uint64_t next = held->generation + 1;
+  if (s.ok()) s = options_.store->CommitSession(id, next, *bytes, held->tail);
+  if (s.ok()) held->generation = next;
+  if (s.detail() == engine::kDetailSessionConflict) {
+    std::lock_guard l(ctx_mu_);
+    contexts_.erase(id);  // a fork no other instance sees: the store's generation is the session now
+    return s;
+  }
+  ReturnContext(id, std::move(*held));
+  return s;
 }
 
 void Server::ReturnContext(const std::string& id, HeldContext held) {
@@ -54,6 +115,7 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
   if (it == contexts_.end()) return;  // deleted meanwhile: the context closes here
   LLAMAY_CHECK(held.context.valid());  // the engine hands a session's context back with every final event
   held.busy = false;
+  held.generation = std::max(held.generation, it->second.generation);
   it->second = std::move(held);
 }
 
@@ -281,7 +343,7 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
       continue;
     }
     std::lock_guard l(ctx_mu_);
-    contexts_[id] = HeldContext{std::move(*ctx), {}, false, std::move(logits)};
+    contexts_[id] = HeldContext{std::move(*ctx), {}, false, std::move(logits), 0};
     if (id.rfind("ctx_", 0) == 0) {
       const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);

@@ -51,6 +51,11 @@ struct ServerOptions {
   // Where POST /v1/contexts/{id}/push and restore by name keep snapshots (--store); null: no store. Not
   // owned: it outlives the server.
   engine::SnapshotStore* store = nullptr;
+  // With a store: sessions move between instances that share it (--share-sessions, docs/deploy.md):
+  // context ids are unique across instances, every change to a held context is written through to the
+  // store as its next generation, and a session this instance lacks (or holds at an older generation) is
+  // pulled from it.
+  bool share_sessions = false;
 };
 
 // A held context (a session) and the sampled token it does not hold yet.
@@ -61,6 +66,9 @@ struct HeldContext {
   // The next token's logits, when `tail` is empty and they are known (a snapshot restored with them, or a
   // tail just settled): a completion with no new tokens samples from them without a forward pass.
   std::vector<float> logits;
+  // With a store: the generation of the session this copy is (0: never committed). Kept by the server's
+  // map across TakeContext/ReturnContext; see Server::CommitSession.
+  uint64_t generation = 0;
 };
 
 // How the server snapshots a session: at the cache's own precision (exact, and no larger than the KV it
@@ -94,6 +102,7 @@ class Server {
   // Called by the route handlers (public for the handler files; not an API for others).
   engine::Engine& engine() { return *engine_; }
   engine::SnapshotStore* store() { return options_.store; }
+  bool sharing_sessions() const { return options_.store != nullptr && options_.share_sessions; }
   const ServerOptions& options() const { return options_; }
   // The model's chat template, parsed once (chat_prompt.h); problem() is what start-up reports.
   const ChatPrompt& chat_prompt() const { return *chat_prompt_; }
@@ -101,6 +110,15 @@ class Server {
   void PutContext(const std::string& id, HeldContext held);
   // Lends a held context to a request: NotFound, or FailedPrecondition when it is busy.
   Result<HeldContext> TakeContext(const std::string& id);
+  // With a store (sessions that move between instances, docs/deploy.md):
+  //  - FetchSession makes the held copy of `id` the store's newest generation: pulled when this instance
+  //    does not hold it, or holds an older generation (another instance continued it meanwhile). Without a
+  //    store, or when the store has no such session, it changes nothing.
+  //  - CommitSession writes the held copy back as the next generation (write-through, after every change):
+  //    FailedPrecondition kDetailSessionConflict when another instance committed that generation first,
+  //    and this copy is dropped (it is a fork no one else can see).
+  Status FetchSession(const std::string& id);
+  Status CommitSession(const std::string& id);
   void ReturnContext(const std::string& id, HeldContext held);
   // Runs a held context's tail through the model so that the context holds every token (a snapshot holds
   // computed positions only). The work runs on a fork: on failure `held` is unchanged. `stop` as for

@@ -381,6 +381,81 @@ TEST_F(ServerTest, RequestsBeyondTheContextSizeAreRefusedAndGenerationStopsAtIt)
   Post("/v1/completions", {{"prompt", std::vector<int32_t>{73}}, {"max_tokens", 2}, {"llamay_session", ctx["id"]}});
 }
 
+// Two instances sharing one store (--share-sessions): a session alternating between them continues exactly
+// as on one instance; a commit that loses to another instance's is detected, not silently forked.
+TEST(SharedSessions, ASessionAlternatingBetweenInstancesContinuesExactly) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("llamay_shared_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto opened = store::OpenStore(dir.string());
+  ASSERT_TRUE(opened.ok());
+  engine::SnapshotStore snapshots(std::move(*opened));
+  struct Instance {
+    std::unique_ptr<engine::Engine> engine;
+    std::unique_ptr<Server> server;
+    std::unique_ptr<httplib::Client> client;
+  };
+  auto start = [&](bool shared) {
+    Instance i;
+    i.engine = DemoEngine();
+    ServerOptions o;
+    o.port = 0;
+    if (shared) {
+      o.store = &snapshots;
+      o.share_sessions = true;
+    }
+    i.server = std::make_unique<Server>(i.engine.get(), o);
+    EXPECT_TRUE(i.server->Start().ok());
+    i.client = std::make_unique<httplib::Client>("127.0.0.1", i.server->port());
+    i.client->set_read_timeout(60, 0);
+    return i;
+  };
+  auto post = [](Instance& i, const std::string& path, const json& body) {
+    auto r = i.client->Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r ? r->status : 0, 200) << path << ": " << (r ? r->body : "");
+    return r ? json::parse(r->body, nullptr, false) : json();
+  };
+  Instance a = start(true), b = start(true), single = start(false);
+  const std::vector<std::string> turns = {" first tool result", " second tool result", " third", " fourth"};
+  auto run = [&](std::vector<Instance*> route) {
+    json ctx = post(*route[0], "/v1/contexts", {{"prompt", "an agent's system prompt"}});
+    std::string out;
+    for (size_t t = 0; t < turns.size(); ++t) {
+      json c = post(*route[(t + 1) % route.size()], "/v1/completions",
+                    {{"prompt", turns[t]}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 2},
+                     {"llamay_session", ctx["id"]}});
+      EXPECT_FALSE(c.contains("error")) << c.dump();
+      out += c["choices"][0]["text"].get<std::string>() + c["choices"][0]["logprobs"].dump();
+    }
+    return std::make_pair(ctx["id"].get<std::string>(), out);
+  };
+  const auto [alone_id, alone] = run({&single});
+  const auto [id, alternating] = run({&a, &b});
+  EXPECT_EQ(alternating, alone);
+  EXPECT_EQ(alone_id, "ctx_1");
+  EXPECT_EQ(id.size(), 4u + 16u) << id;  // ctx_ and 16 hex digits: unique across instances
+  auto latest = snapshots.LatestSession(a.engine->model().weight_digest(), id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->generation, 1u + turns.size());
+  // A lost race: another instance commits the next generation first; this one's commit is refused and its
+  // copy dropped, and the next request here continues from the store's generation.
+  // a ran the last turn (generation 5); b fetches it, and both continue generation 5 at once: b's copy
+  // grows a token while a commits 6 first.
+  ASSERT_TRUE(b.server->FetchSession(id).ok());
+  auto held = b.server->TakeContext(id);
+  ASSERT_TRUE(held.ok());
+  held->tail.push_back(70);
+  b.server->ReturnContext(id, std::move(*held));
+  ASSERT_TRUE(a.server->CommitSession(id).ok());
+  Status lost = b.server->CommitSession(id);
+  EXPECT_EQ(lost.detail(), engine::kDetailSessionConflict) << lost.ToString();
+  EXPECT_FALSE(b.server->TakeContext(id).ok()) << "the losing copy should be dropped";
+  json next = post(b, "/v1/completions", {{"prompt", " after"}, {"max_tokens", 2}, {"llamay_session", id}});
+  EXPECT_FALSE(next.contains("error")) << next.dump();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ServerTest, BadInputGetsErrorObjectsAndLeavesTheServerUp) {
   auto r = client_->Post("/v1/completions", "{not json", "application/json");
   ASSERT_TRUE(r);

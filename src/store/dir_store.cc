@@ -42,6 +42,7 @@ class DirStore : public Store {
   explicit DirStore(std::string root) : root_(std::move(root)) {}
 
   Status Put(const std::string& name, std::span<const uint8_t> bytes) override;
+  Result<bool> PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) override;
   Result<std::vector<uint8_t>> Get(const std::string& name) override;
   Result<bool> Exists(const std::string& name) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix) override;
@@ -58,6 +59,10 @@ class DirStore : public Store {
   // Creates the folders that `name`'s '/' separators call for.
   Status MakeParents(const std::string& name) const;
   Status WriteAndRename(const std::string& name, std::span<const uint8_t> bytes) const;
+  // WriteAndRename's temporary, linked to the name only if it is free: false when it was taken.
+  Result<bool> WriteAndLink(const std::string& name, std::span<const uint8_t> bytes) const;
+  // Writes and fsyncs a new temporary beside the object `name`; returns its path.
+  Result<std::string> WriteTemporary(const std::string& name, std::span<const uint8_t> bytes) const;
 
   const std::string root_;  // absolute, normalised, no trailing '/'
 };
@@ -79,7 +84,7 @@ Status DirStore::MakeParents(const std::string& name) const {
   return Status::Ok();
 }
 
-Status DirStore::WriteAndRename(const std::string& name, std::span<const uint8_t> bytes) const {
+Result<std::string> DirStore::WriteTemporary(const std::string& name, std::span<const uint8_t> bytes) const {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string path = PathOf(name);
   const size_t slash = path.rfind('/');
@@ -99,7 +104,36 @@ Status DirStore::WriteAndRename(const std::string& name, std::span<const uint8_t
   }
   if (s.ok() && ::fsync(fd.get()) != 0) s = Errno("fsync", tmp);
   if (fd.Close() != 0 && s.ok()) s = Errno("close", tmp);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return tmp;
+}
+
+Result<bool> DirStore::WriteAndLink(const std::string& name, std::span<const uint8_t> bytes) const {
+  LLAMAY_ASSIGN_OR_RETURN(std::string tmp, WriteTemporary(name, bytes));
+  const std::string path = PathOf(name);
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && err == EEXIST) return false;
+  if (linked != 0) {
+    errno = err;
+    return Errno("link to", path);
+  }
+  const std::string dir = path.substr(0, path.rfind('/'));
+  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() >= 0 && ::fsync(dfd.get()) != 0) return Errno("fsync directory", dir);
+  return true;
+}
+
+Status DirStore::WriteAndRename(const std::string& name, std::span<const uint8_t> bytes) const {
+  LLAMAY_ASSIGN_OR_RETURN(std::string tmp, WriteTemporary(name, bytes));
+  const std::string path = PathOf(name);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  Status s;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
     s = errno == EISDIR
             ? StoreStatus(StatusCode::kFailedPrecondition, StoreError::kRequestRefused,
                           Describe() + ": cannot store \"" + name + "\": it is a directory of other objects")
@@ -118,6 +152,12 @@ Status DirStore::Put(const std::string& name, std::span<const uint8_t> bytes) {
   if (!ValidObjectName(name)) return InvalidNameError("name", name);
   LLAMAY_RETURN_IF_ERROR(MakeParents(name));
   return WriteAndRename(name, bytes);
+}
+
+Result<bool> DirStore::PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) {
+  if (!ValidObjectName(name)) return InvalidNameError("name", name);
+  LLAMAY_RETURN_IF_ERROR(MakeParents(name));
+  return WriteAndLink(name, bytes);
 }
 
 Result<std::vector<uint8_t>> DirStore::Get(const std::string& name) {

@@ -76,6 +76,7 @@ class S3Store : public Store {
                                                      config_.access_key, config_.secret_key}) {}
 
   Status Put(const std::string& name, std::span<const uint8_t> bytes) override;
+  Result<bool> PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) override;
   Result<std::vector<uint8_t>> Get(const std::string& name) override;
   Result<bool> Exists(const std::string& name) override;
   Result<std::vector<ObjectInfo>> List(const std::string& prefix) override;
@@ -86,6 +87,7 @@ class S3Store : public Store {
   }
 
  private:
+  Result<bool> PutObject(const std::string& name, std::span<const uint8_t> bytes, bool if_absent);
   // A check of a 2xx answer (whole body, checksum); a non-OK result is retried like a transport error.
   using Verify = std::function<Status(const HttpResponse&)>;
 
@@ -214,11 +216,24 @@ Status S3Store::HttpError(const HttpResponse& r, const std::string& what) const 
 }
 
 Status S3Store::Put(const std::string& name, std::span<const uint8_t> bytes) {
+  return PutObject(name, bytes, /*if_absent=*/false).status();
+}
+
+// A conditional PUT (If-None-Match: *) after a HEAD: services that honour the header answer 412 when the
+// object appeared meanwhile; the HEAD covers those that ignore it, except within one request's time.
+Result<bool> S3Store::PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) {
+  LLAMAY_ASSIGN_OR_RETURN(bool exists, Exists(name));
+  if (exists) return false;
+  return PutObject(name, bytes, /*if_absent=*/true);
+}
+
+Result<bool> S3Store::PutObject(const std::string& name, std::span<const uint8_t> bytes, bool if_absent) {
   if (!ValidObjectName(name)) return InvalidNameError("name", name);
   const std::string what = "PUT \"" + name + "\"";
   const Md5 md5 = Md5Of(bytes);
   HttpRequest req = Request("PUT", Url(KeyOf(name)), bytes);
   req.headers.push_back("Content-Type: application/octet-stream");
+  if (if_absent) req.headers.push_back("If-None-Match: *");
   req.headers.push_back("Content-MD5: " + Base64(md5));
   const std::string md5_hex = Hex(md5);
   Verify verify = [&](const HttpResponse& r) -> Status {
@@ -230,8 +245,9 @@ Status S3Store::Put(const std::string& name, std::span<const uint8_t> bytes) {
     return Status::Ok();
   };
   LLAMAY_ASSIGN_OR_RETURN(HttpResponse r, Send(req, what, verify));
+  if (if_absent && (r.status == 412 || r.status == 409)) return false;  // another writer created it first
   if (r.status != 200) return HttpError(r, what);
-  return Status::Ok();
+  return true;
 }
 
 Result<std::vector<uint8_t>> S3Store::Get(const std::string& name) {

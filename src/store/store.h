@@ -86,6 +86,12 @@ class Store {
   // The whole object; NotFoundError when absent; a short read (fewer bytes than Content-Length / the file
   // size) is an error (kDataLoss), never a short success.
   virtual Result<std::vector<uint8_t>> Get(const std::string& name) = 0;
+  // Stores `bytes` under `name` only if no object has that name: true when this call created it, false
+  // when one existed (it is left as it was). Two writers racing for one name: exactly one gets true on a
+  // directory (link(2) is atomic) and on S3 services that honour `If-None-Match: *` (AWS S3, MinIO, R2);
+  // on a service that ignores the header (s3rver) only a HEAD guards it, so a race within one request's
+  // time can let both win (docs/store.md).
+  virtual Result<bool> PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) = 0;
   virtual Result<bool> Exists(const std::string& name) = 0;  // HEAD
   // Every object whose name starts with `prefix` ("" for all; "a/" or a partial name like "a/snap-"),
   // sorted by name. Names that ValidObjectName refuses (written by other tools) are left out.

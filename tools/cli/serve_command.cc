@@ -32,6 +32,7 @@ struct ServeOptions {
   std::string state_dir;
   std::string store;  // --store: a directory or s3://bucket/prefix
   size_t ctx_size = 0;  // 0: the model's trained context
+  bool share_sessions = false;
   int threads = 0;
   size_t max_body_mib = 256;
   size_t max_active = 16;
@@ -80,6 +81,9 @@ int RunServe(const ServeOptions& o) {
   }
   server::ServerOptions so;
   so.store = snapshot_store.get();
+  so.share_sessions = o.share_sessions;
+  if (o.share_sessions && !snapshot_store)
+    return Fail(InvalidArgumentError("--share-sessions needs --store"), kExitBadInput);
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
@@ -151,6 +155,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                 "Positions a context may hold, prompt and output together (0: the model's trained context); "
                 "a longer request gets 400 context_length_exceeded")
       ->capture_default_str();
+  s->add_flag("--share-sessions", o->share_sessions,
+              "With --store: sessions continue on any instance sharing the store (each change is written "
+              "through; docs/deploy.md)");
   s->add_option("--store", o->store,
                 "Snapshot store for /v1/contexts/{id}/push and restore by name: a directory or s3://bucket/prefix "
                 "(credentials from the AWS environment; docs/store.md)");

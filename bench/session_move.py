@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Sessions through a snapshot store (docs/benchmarks.md, issue 10), one machine, one run:
+
+  1. push: a context of N tokens pushed into the store, then a fork of it that grew by one turn:
+     bytes sent for each (the fork sends only the chunks past the shared prefix);
+  2. a session moving between instances: two `llamay serve --store DIR --share-sessions`; a session of N
+     tokens committed by instance A continues on instance B (B pulls it: time to first token), against a
+     cold prefill of the same tokens on B (a new session with the whole text).
+Median of --reps. Standard library only; the store is a directory (the same objects go to S3).
+"""
+import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "..", "shared", "bench"))
+import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def start(llamay, model, store, threads):
+    port = free_port()
+    args = [llamay, "serve", "-m", model, "--port", str(port), "-t", str(threads), "--store", store, "--share-sessions"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            rb.Client(f"http://127.0.0.1:{port}").req("GET", "/health")
+            return p, rb.Client(f"http://127.0.0.1:{port}")
+        except Exception:
+            time.sleep(0.1)
+    sys.exit("llamay did not come up")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llamay", default=os.path.join(ROOT, "build/release/bin/llamay"))
+    ap.add_argument("-m", "--model", help="GGUF (default: a synthetic Q8_0 peer-shape model)")
+    ap.add_argument("--words", default="75,290,580")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="session_move_")
+    procs = []
+    try:
+        model = a.model
+        if not model:
+            model = os.path.join(tmp, "peer-q8_0.gguf")
+            subprocess.run([a.llamay, "model", "synth", "--type", "q8_0", "-o", model], check=True, stdout=subprocess.DEVNULL)
+        store = os.path.join(tmp, "store")
+        pa, ca = start(a.llamay, model, store, a.threads)
+        pb, cb = start(a.llamay, model, store, a.threads)
+        procs += [pa, pb]
+        print(f"# sessions through a directory store: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
+        print("| tokens | push full: bytes sent | push fork (+1 turn): bytes sent | fork / full | "
+              "turn on the other instance: TTFT ms | cold prefill of the same tokens: ms | cold / moved |")
+        print("|---|---|---|---|---|---|---|")
+        for i, w in enumerate(int(x) for x in a.words.split(",")):
+            text = rb.text_of(w, i)
+            _, ctx = ca.req("POST", "/v1/contexts", {"prompt": text})
+            full = ca.req("POST", f"/v1/contexts/{ctx['id']}/push", {"name": f"full{w}"})[1]
+            _, fork = ca.req("POST", f"/v1/contexts/{ctx['id']}/fork")
+            bid = fork["branches"][0]["id"]
+            ca.req("POST", "/v1/completions", {"prompt": " and one more turn", "max_tokens": 8, "temperature": 0, "llamay_session": bid})
+            forked = ca.req("POST", f"/v1/contexts/{bid}/push", {"name": f"fork{w}"})[1]
+            moved, cold = [], []
+            for r in range(a.reps):
+                # A fresh session on A (committed), continued on B: B pulls it.
+                _, s = ca.req("POST", "/v1/contexts", {"prompt": text})
+                dt, _ = cb.req("POST", "/v1/completions", {"prompt": f" turn {r}", "max_tokens": 1, "temperature": 0,
+                                                          "llamay_session": s["id"]})
+                moved.append(dt)
+                # The same tokens prefilled cold on B (a new text each time: nothing in its prefix tree).
+                dt, _ = cb.req("POST", "/v1/completions", {"prompt": f"{r} " + text + f" turn {r}", "max_tokens": 1,
+                                                          "temperature": 0})
+                cold.append(dt)
+            m, c = statistics.median(moved), statistics.median(cold)
+            print(f"| {ctx['tokens']} | {full['bytes_sent'] / 1e6:.2f} MB | {forked['bytes_sent'] / 1e6:.2f} MB | "
+                  f"{forked['bytes_sent'] / full['bytes_sent']:.2f} | {m:.1f} | {c:.1f} | {c / m:.1f}x |", flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

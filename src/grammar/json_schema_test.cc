@@ -1,0 +1,264 @@
+// JSON Schema tests: the corpus in testdata/schemas (valid instances accepted byte by byte and token by
+// token, invalid ones rejected or left incomplete), unsupported keywords named with their pointer, integer
+// ranges checked exhaustively, and patterns checked against std::regex.
+#include "grammar/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "grammar/json_schema_internal.h"
+#include "grammar/synthetic_vocab.h"
+#include "grammar/test_util.h"
+
+namespace llamay::grammar {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using testing::Feed;
+using testing::Outcome;
+
+const fs::path kTestdata = fs::path(LLAMAY_SOURCE_DIR) / "src/grammar/testdata";
+
+Json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j = Json::parse(text.str(), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << path;
+  return j;
+}
+
+std::vector<fs::path> CorpusFiles() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kTestdata / "schemas")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Greedy longest-match tokenization over a vocabulary (no end tokens, no empty tokens).
+std::vector<int32_t> Tokenize(const Vocabulary& vocab, std::string_view text) {
+  const TokenTrie& trie = vocab.trie();
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    int32_t node = 0, best = -1;
+    size_t best_len = 0;
+    for (size_t len = 1; pos + len <= text.size(); ++len) {
+      // Find the child of `node` with the next byte (children are contiguous in preorder).
+      int32_t child = -1;
+      for (int32_t c = node + 1; c < trie.subtree_end[node]; c = trie.subtree_end[c]) {
+        if (trie.byte[c] == static_cast<uint8_t>(text[pos + len - 1])) {
+          child = c;
+          break;
+        }
+      }
+      if (child < 0) break;
+      node = child;
+      if (trie.token_begin[node] < trie.token_begin[node + 1]) {
+        best = trie.tokens[trie.token_begin[node]];
+        best_len = len;
+      }
+    }
+    EXPECT_GE(best, 0);
+    if (best < 0) return out;
+    out.push_back(best);
+    pos += best_len;
+  }
+  return out;
+}
+
+TEST(JsonSchema, Corpus) {
+  const auto vocab = SyntheticVocabulary(4096);
+  int cases = 0;
+  for (const fs::path& file : CorpusFiles()) {
+    SCOPED_TRACE(file.filename().string());
+    const Json c = ReadJson(file);
+    auto g = FromJsonSchema(c["schema"]);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    std::vector<std::string> accept, reject;
+    for (const Json& v : c.value("valid", Json::array())) {
+      accept.push_back(v.dump());
+      if (!c.value("compact_only", false)) {
+        accept.push_back(v.dump(2));
+        accept.push_back(v.dump(1, '\t'));
+      }
+    }
+    for (const Json& t : c.value("valid_text", Json::array())) accept.push_back(t.get<std::string>());
+    for (const char* key : {"invalid", "stricter"}) {
+      for (const Json& v : c.value(key, Json::array())) reject.push_back(v.dump());
+    }
+    for (const Json& t : c.value("invalid_text", Json::array())) reject.push_back(t.get<std::string>());
+    for (const std::string& text : accept) {
+      EXPECT_EQ(Feed(*g, text), Outcome::kComplete) << text << "\n" << (*g)->gbnf();
+      // Token by token over a realistic vocabulary: every token must be in the mask when it comes.
+      Matcher m(*g, vocab);
+      TokenMask mask;
+      for (int32_t t : Tokenize(*vocab, text)) {
+        m.FillMask(&mask);
+        ASSERT_TRUE(mask.allowed(t)) << text << ": token '" << vocab->token_bytes(t) << "'";
+        ASSERT_TRUE(m.Accept(t).ok());
+      }
+      m.FillMask(&mask);
+      EXPECT_TRUE(mask.allowed(vocab->size() - 1)) << text << ": end token not allowed at the end";
+      ++cases;
+    }
+    for (const std::string& text : reject) {
+      EXPECT_NE(Feed(*g, text), Outcome::kComplete) << text << "\n" << (*g)->gbnf();
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 150);
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
+  const Json cases = ReadJson(kTestdata / "unsupported.json");
+  ASSERT_GT(cases.size(), 20u);
+  for (const Json& c : cases) {
+    auto g = FromJsonSchema(c["schema"]);
+    ASSERT_FALSE(g.ok()) << c["schema"].dump();
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(g.status().message(), c["error"].get<std::string>()) << c["schema"].dump();
+  }
+}
+
+TEST(JsonSchema, PropertyOrderFollowsTheSchema) {
+  auto g = FromJsonSchemaText(
+      R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"integer"}},
+                                  "required":["alpha","zeta"]})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(testing::Matches(*g, R"({"zeta":1,"alpha":2})"));
+  EXPECT_FALSE(testing::Matches(*g, R"({"alpha":2,"zeta":1})"));
+  EXPECT_FALSE(FromJsonSchemaText("{not json").ok());
+}
+
+TEST(JsonSchema, BuiltInJson) {
+  auto any = AnyJson();
+  for (const char* ok :
+       {"0", "-0.5e-7", "\"\"", "[]", "{}", "[1,[2,{\"a\":null}]]", "true", "\"\\u20AC\\/\""}) {
+    EXPECT_TRUE(testing::Matches(any, ok)) << ok;
+  }
+  for (const char* bad : {"", "01", "[1,]", "{\"a\"}", "\"\\x\"", "nul", "'a'", "\"\x1f\"", "1.5e+123"}) {
+    EXPECT_FALSE(testing::Matches(any, bad)) << bad;
+  }
+  auto object = AnyJsonObject();
+  EXPECT_TRUE(testing::Matches(object, "{ \"a\": [ 1 ] }"));
+  EXPECT_FALSE(testing::Matches(object, "[]"));
+  EXPECT_FALSE(testing::Matches(object, "\"s\""));
+}
+
+// Every integer in a window: matched exactly when it lies in [lo, hi].
+TEST(JsonSchema, IntegerRangesExhaustive) {
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, 0},     {0, 9},    {1, 10},      {-5, 5},      {-1000, -7}, {7, 1000},
+      {10, 99},   {19, 91},  {123, 987},   {-123, 4567}, {-1, 0},     {99, 100},
+      {100, 199}, {0, 1000}, {-999, -100}, {5, 5005},    {901, 1099}, {-1200, 1200}};
+  for (auto [lo, hi] : ranges) {
+    auto g = testing::MustParse("root ::= " + internal::IntRangeGbnf(lo, hi));
+    ASSERT_NE(g, nullptr);
+    for (int64_t n = -1300; n <= 1300; ++n) {
+      ASSERT_EQ(testing::Matches(g, std::to_string(n)), n >= lo && n <= hi)
+          << n << " in [" << lo << ", " << hi << "]";
+    }
+    EXPECT_FALSE(testing::Matches(g, "-0"));
+    EXPECT_FALSE(testing::Matches(g, "00"));
+  }
+  auto wide = testing::MustParse("root ::= " + internal::IntRangeGbnf(-internal::kMaxInt, internal::kMaxInt));
+  EXPECT_TRUE(testing::Matches(wide, "9999999999999999"));
+  EXPECT_TRUE(testing::Matches(wide, "-9999999999999999"));
+  EXPECT_FALSE(testing::Matches(wide, "10000000000000000"));
+  auto huge = FromJsonSchemaText(R"({"type":"integer","minimum":-1e300,"maximum":1e300})");
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  EXPECT_TRUE(testing::Matches(*huge, "-9999999999999999"));
+  EXPECT_FALSE(testing::Matches(*huge, "10000000000000000"));
+  auto big = testing::MustParse("root ::= " + internal::IntRangeGbnf(987654321, 12345678901));
+  EXPECT_TRUE(testing::Matches(big, "987654321"));
+  EXPECT_TRUE(testing::Matches(big, "12345678901"));
+  EXPECT_TRUE(testing::Matches(big, "5000000000"));
+  EXPECT_FALSE(testing::Matches(big, "987654320"));
+  EXPECT_FALSE(testing::Matches(big, "12345678902"));
+}
+
+// Decimal numbers against float bounds: whatever the grammar accepts lies within them.
+TEST(JsonSchema, NumberRangesAreSound) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> schemas = {
+      R"({"type":"number","minimum":-2.5,"maximum":3.5})", R"({"type":"number","exclusiveMinimum":0})",
+      R"({"type":"number","exclusiveMinimum":-1,"exclusiveMaximum":1})", R"({"type":"number","maximum":-3})",
+      R"({"type":"number","minimum":10,"exclusiveMaximum":12})"};
+  for (const std::string& text : schemas) {
+    const Json schema = Json::parse(text);
+    auto g = FromJsonSchema(schema);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const double lo = schema.value("minimum", schema.value("exclusiveMinimum", -1e300));
+    const double hi = schema.value("maximum", schema.value("exclusiveMaximum", 1e300));
+    int matched = 0;
+    for (int i = 0; i < 3000; ++i) {
+      std::string s = rng() % 2 ? "-" : "";
+      s += std::to_string(rng() % 15);
+      if (rng() % 2) {
+        s += '.';
+        s += std::to_string(rng() % 100);
+      }
+      if (!testing::Matches(*g, s)) continue;
+      ++matched;
+      const double v = std::stod(s);
+      EXPECT_TRUE(schema.contains("minimum") ? v >= lo : v > lo) << s << " " << text;
+      EXPECT_TRUE(schema.contains("maximum") ? v <= hi : v < hi) << s << " " << text;
+    }
+    EXPECT_GT(matched, 50) << text;
+  }
+}
+
+// Patterns against std::regex (ECMAScript) on random strings: same verdict, through JSON encoding.
+TEST(JsonSchema, PatternsAgreeWithStdRegex) {
+  const std::vector<std::string> patterns = {"ab+c",
+                                             "^a|b$",
+                                             "^(a|b)*$",
+                                             "^[^a]{2}",
+                                             "\\d{2,}$",
+                                             "^a?b?$",
+                                             "^(?:ab|a)(?:c|bc)$",
+                                             "^\\w+ \\S$",
+                                             "[\"\\\\]",
+                                             "^\\.\\-$",
+                                             "^.{2,3}$",
+                                             "^[a-c\\d]+-?$",
+                                             "^(a(b(c)?)?)+$",
+                                             "^\\n\\t*$",
+                                             "x*"};
+  std::mt19937 rng(11);
+  const std::string alphabet = "abc01 .-\"\\\n\tx";
+  for (const std::string& pattern : patterns) {
+    SCOPED_TRACE(pattern);
+    auto g = FromJsonSchema(Json{{"type", "string"}, {"pattern", pattern}});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const std::regex re(pattern, std::regex::ECMAScript);
+    for (int i = 0; i < 400; ++i) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 6);
+      for (int k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+      const std::string encoded = Json(s).dump();
+      ASSERT_EQ(testing::Matches(*g, encoded), std::regex_search(s, re)) << encoded;
+    }
+  }
+}
+
+TEST(JsonSchema, GeneratedGbnfIsReadable) {
+  auto gbnf = JsonSchemaToGbnf(Json::parse(R"({"type":"object","properties":{"a b":{"type":"string"}},
+                                                "required":["a b"],"additionalProperties":false})"));
+  ASSERT_TRUE(gbnf.ok());
+  EXPECT_NE(gbnf->find("root ::= "), std::string::npos) << *gbnf;
+  EXPECT_NE(gbnf->find(R"("\"a b\":")"), std::string::npos) << *gbnf;
+}
+
+}  // namespace
+}  // namespace llamay::grammar
