@@ -24,9 +24,11 @@ def free_port():
     return p
 
 
-def start(llamay, model, store, threads):
+def start(llamay, model, store, threads, share=True):
     port = free_port()
-    args = [llamay, "serve", "-m", model, "--port", str(port), "-t", str(threads), "--store", store, "--share-sessions"]
+    args = [llamay, "serve", "-m", model, "--port", str(port), "-t", str(threads), "--store", store]
+    if share:
+        args.append("--share-sessions")
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -41,7 +43,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llamay", default=os.path.join(ROOT, "build/release/bin/llamay"))
     ap.add_argument("-m", "--model", help="GGUF (default: a synthetic Q8_0 peer-shape model)")
-    ap.add_argument("--words", default="75,290,580")
+    ap.add_argument("--words", default="75,290,560")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("-t", "--threads", type=int, default=2)
     a = ap.parse_args()
@@ -55,33 +57,40 @@ def main():
         store = os.path.join(tmp, "store")
         pa, ca = start(a.llamay, model, store, a.threads)
         pb, cb = start(a.llamay, model, store, a.threads)
-        procs += [pa, pb]
+        # Pushes are measured on an instance of its own store that does not share sessions (a sharing
+        # instance has already written each context through when it was created).
+        pp, cp = start(a.llamay, model, os.path.join(tmp, "push-store"), a.threads, share=False)
+        procs += [pa, pb, pp]
         print(f"# sessions through a directory store: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
         print("| tokens | push full: bytes sent | push fork (+1 turn): bytes sent | fork / full | "
-              "turn on the other instance: TTFT ms | cold prefill of the same tokens: ms | cold / moved |")
-        print("|---|---|---|---|---|---|---|")
+              "turn on the other instance: TTFT ms | next turn where it is held: ms | cold prefill of the same tokens: ms | cold / moved |")
+        print("|---|---|---|---|---|---|---|---|")
         for i, w in enumerate(int(x) for x in a.words.split(",")):
             text = rb.text_of(w, i)
-            _, ctx = ca.req("POST", "/v1/contexts", {"prompt": text})
-            full = ca.req("POST", f"/v1/contexts/{ctx['id']}/push", {"name": f"full{w}"})[1]
-            _, fork = ca.req("POST", f"/v1/contexts/{ctx['id']}/fork")
+            _, ctx = cp.req("POST", "/v1/contexts", {"prompt": text})
+            full = cp.req("POST", f"/v1/contexts/{ctx['id']}/push", {"name": f"full{w}"})[1]
+            _, fork = cp.req("POST", f"/v1/contexts/{ctx['id']}/fork")
             bid = fork["branches"][0]["id"]
-            ca.req("POST", "/v1/completions", {"prompt": " and one more turn", "max_tokens": 8, "temperature": 0, "llamay_session": bid})
-            forked = ca.req("POST", f"/v1/contexts/{bid}/push", {"name": f"fork{w}"})[1]
-            moved, cold = [], []
+            cp.req("POST", "/v1/completions", {"prompt": " and one more turn", "max_tokens": 8, "temperature": 0, "llamay_session": bid})
+            forked = cp.req("POST", f"/v1/contexts/{bid}/push", {"name": f"fork{w}"})[1]
+            moved, cold, commit = [], [], []
             for r in range(a.reps):
                 # A fresh session on A (committed), continued on B: B pulls it.
                 _, s = ca.req("POST", "/v1/contexts", {"prompt": text})
                 dt, _ = cb.req("POST", "/v1/completions", {"prompt": f" turn {r}", "max_tokens": 1, "temperature": 0,
                                                           "llamay_session": s["id"]})
                 moved.append(dt)
+                # What the write-through costs: the same kind of turn on the instance that holds the session.
+                dt, _ = cb.req("POST", "/v1/completions", {"prompt": f" again {r}", "max_tokens": 1, "temperature": 0,
+                                                          "llamay_session": s["id"]})
+                commit.append(dt)
                 # The same tokens prefilled cold on B (a new text each time: nothing in its prefix tree).
                 dt, _ = cb.req("POST", "/v1/completions", {"prompt": f"{r} " + text + f" turn {r}", "max_tokens": 1,
                                                           "temperature": 0})
                 cold.append(dt)
-            m, c = statistics.median(moved), statistics.median(cold)
+            m, c, k = statistics.median(moved), statistics.median(cold), statistics.median(commit)
             print(f"| {ctx['tokens']} | {full['bytes_sent'] / 1e6:.2f} MB | {forked['bytes_sent'] / 1e6:.2f} MB | "
-                  f"{forked['bytes_sent'] / full['bytes_sent']:.2f} | {m:.1f} | {c:.1f} | {c / m:.1f}x |", flush=True)
+                  f"{forked['bytes_sent'] / full['bytes_sent']:.2f} | {m:.1f} | {k:.1f} | {c:.1f} | {c / m:.1f}x |", flush=True)
     finally:
         for p in procs:
             p.terminate()

@@ -17,6 +17,7 @@
 #include "server/completions.h"
 #include "server/contexts.h"
 #include "server/http_util.h"
+#include "store/store.h"
 
 namespace llamay::server {
 
@@ -288,12 +289,17 @@ bool Server::WaitStopped(std::chrono::milliseconds wait) {
   return true;
 }
 
+// --state-dir is a directory snapshot store (docs/store.md): each held context is a snapshot named by its
+// id, cut into chunks shared with the others (forks of one context share most of theirs). After a save the
+// store holds exactly the contexts held at shutdown. Files of the earlier layout (<id>.llamayctx) still
+// load, and are removed once their context is saved again.
 Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wait) {
   // The shutdown refused new engine work; settling held contexts' tails is the saver's own work.
   engine_->StartAccepting();
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return IoError("create " + dir + ": " + ec.message());
+  auto opened = store::OpenStore(dir);
+  if (!opened.ok()) return opened.status().WithContext("--state-dir");
+  engine::SnapshotStore saved(std::move(*opened));
+  const Digest& weights = engine_->model().weight_digest();
   // Contexts lent to running requests come back when those finish.
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
@@ -315,14 +321,25 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
     auto held = TakeContext(id);
     Status s = held.status();
     if (held.ok()) {
-      // The file holds every token, so a restored session continues exactly. A long tail (a cancelled
+      // The snapshot holds every token, so a restored session continues exactly. A long tail (a cancelled
       // prefill's) that cannot be computed before the deadline leaves the context unsaved, and says so.
       s = SettleTail(*held, past_deadline);
-      if (s.ok()) s = kv::SaveSnapshot(held->context, engine_->model().weight_digest(), dir + "/" + id + ".llamayctx",
-                                       SessionSnapshotOptions(*held));
+      std::vector<uint8_t> bytes;
+      if (s.ok()) {
+        auto b = kv::SnapshotToBytes(held->context, weights, SessionSnapshotOptions(*held));
+        s = b.status();
+        if (b.ok()) bytes = std::move(*b);
+      }
       ReturnContext(id, std::move(*held));
+      if (s.ok()) s = saved.Push(id, bytes).status();
+      if (s.ok()) std::filesystem::remove(dir + "/" + id + ".llamayctx");  // the earlier layout's file, if any
     }
     if (!s.ok()) failed += (failed.empty() ? "" : "; ") + id + ": " + s.message();
+  }
+  // Contexts deleted since they were saved or loaded do not come back.
+  if (auto listed = saved.List(weights); listed.ok()) {
+    for (const auto& stored : *listed)
+      if (std::find(ids.begin(), ids.end(), stored.name) == ids.end()) (void)saved.Delete(weights, stored.name);
   }
   if (!failed.empty()) return IoError("not saved: " + failed);
   return Status::Ok();
@@ -331,23 +348,44 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
 Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return Status::Ok();
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const std::string suffix = ".llamayctx";
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    const std::string id = name.substr(0, name.size() - suffix.size());
-    std::vector<float> logits;
-    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), engine_->model().weight_digest(), &logits);
-    if (!ctx.ok()) {
-      warnings->push_back(ctx.status().message());
-      continue;
-    }
+  const Digest& weights = engine_->model().weight_digest();
+  auto hold = [&](const std::string& id, kv::Context ctx, std::vector<float> logits) {
     std::lock_guard l(ctx_mu_);
-    contexts_[id] = HeldContext{std::move(*ctx), {}, false, std::move(logits), 0};
+    contexts_[id] = HeldContext{std::move(ctx), {}, false, std::move(logits), 0};
     if (id.rfind("ctx_", 0) == 0) {
       const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);
     }
+  };
+  // The earlier layout: one file per context.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string suffix = ".llamayctx";
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    std::vector<float> logits;
+    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), weights, &logits);
+    if (!ctx.ok()) {
+      warnings->push_back(ctx.status().message());
+      continue;
+    }
+    hold(name.substr(0, name.size() - suffix.size()), std::move(*ctx), std::move(logits));
+  }
+  // The store: this model's snapshots (another model's stay where they are).
+  auto opened = store::OpenStore(dir);
+  if (!opened.ok()) return opened.status().WithContext("--state-dir");
+  engine::SnapshotStore saved(std::move(*opened));
+  auto listed = saved.List(weights);
+  if (!listed.ok()) return listed.status().WithContext("--state-dir");
+  for (const auto& stored : *listed) {
+    kv::SnapshotReceiver receiver(engine_->cache(), weights);
+    Status pulled = saved.Pull(weights, stored.name, [&](std::span<const uint8_t> piece) { return receiver.Feed(piece); });
+    std::vector<float> logits;
+    Result<kv::Context> ctx = pulled.ok() ? receiver.Finish(&logits) : Result<kv::Context>(pulled);
+    if (!ctx.ok()) {
+      warnings->push_back(stored.name + ": " + ctx.status().message());
+      continue;
+    }
+    hold(stored.name, std::move(*ctx), std::move(logits));
   }
   return Status::Ok();
 }

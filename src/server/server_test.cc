@@ -15,6 +15,7 @@
 #include <future>
 #include <thread>
 
+#include "base/file.h"
 #include "model/demo_model.h"
 #include "server/http_util.h"
 #include "store/store.h"
@@ -612,6 +613,46 @@ TEST_F(ServerTest, StateDirKeepsSessionsWithTheirPendingTokens) {
   EXPECT_TRUE(warnings.empty());
   next["llamay_session"] = id;
   EXPECT_EQ(Completion(next), want);
+  // The directory is a snapshot store holding exactly what was held: a context deleted before the next
+  // save does not come back.
+  auto del = client_->Delete(("/v1/contexts/" + twin_id).c_str());
+  ASSERT_TRUE(del && del->status == 200);
+  ASSERT_TRUE(server_->SaveContexts(dir).ok());
+  Start();
+  ASSERT_TRUE(server_->LoadContexts(dir, &warnings).ok());
+  EXPECT_TRUE(warnings.empty()) << testing::PrintToString(warnings);
+  auto list = client_->Get("/v1/contexts");
+  ASSERT_TRUE(list);
+  std::vector<std::string> ids;
+  const json listed = json::parse(list->body);
+  for (const auto& c : listed["data"]) ids.push_back(c["id"]);
+  EXPECT_EQ(ids, std::vector<std::string>{id});
+  std::filesystem::remove_all(dir);
+}
+
+// A --state-dir of the earlier layout (one <id>.llamayctx file per context) still loads; the next save
+// moves it into the store.
+TEST_F(ServerTest, StateDirFilesOfTheEarlierLayoutStillLoad) {
+  const std::string dir = testing::TempDir() + "/llamay_state_old_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  json ctx = Post("/v1/contexts", {{"prompt", "saved by an older llamay"}});
+  auto snap = client_->Get(("/v1/contexts/" + ctx["id"].get<std::string>() + "/snapshot?precision=f32").c_str());
+  ASSERT_TRUE(snap && snap->status == 200);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/ctx_7.llamayctx",
+                              std::span(reinterpret_cast<const uint8_t*>(snap->body.data()), snap->body.size()))
+                  .ok());
+  Start();
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(server_->LoadContexts(dir, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  const json go = {{"prompt", ""}, {"max_tokens", 4}, {"temperature", 0}, {"llamay_session", "ctx_7"}};
+  Completion(go);
+  ASSERT_TRUE(server_->SaveContexts(dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ctx_7.llamayctx"));
+  Start();
+  ASSERT_TRUE(server_->LoadContexts(dir, &warnings).ok());
+  EXPECT_EQ(Post("/v1/contexts", {{"prompt", "a new one"}})["id"], "ctx_8");  // ids continue after the loaded
   std::filesystem::remove_all(dir);
 }
 

@@ -152,7 +152,8 @@ S1_PID=$SERVER_PID
 req POST "$S1/v1/contexts/restore" --data-binary @"$T/base.llamayctx"
 SID=$(js .id)
 stop_server "$S1_PID" && pass "state dir: clean shutdown" || fail "state dir: shutdown exit $?"
-ls "$T/state"/*.llamayctx >/dev/null 2>&1 && pass "state dir: saved $(ls "$T/state")" || fail "state dir: nothing saved"
+saved=$("$LLAMAY_BIN" ctx ls --store "$T/state" 2>/dev/null | awk '{print $1}' | tr '\n' ' ')
+grep -qw "$SID" <<<"$saved" && pass "state dir: saved $saved" || fail "state dir: $SID not saved ($saved)"
 start_server state2 "${MODEL[@]}" --state-dir "$T/state"
 S2=$SERVER_URL
 req GET "$S2/v1/contexts"

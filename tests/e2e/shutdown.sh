@@ -88,7 +88,8 @@ took=$(elapsed "$t0")
 # Well within the 10 s drain: the prefills were cancelled, not waited for.
 if [ "$rc" = 0 ] && lt "$took" $((2 * S)); then pass "SIGTERM during two prefills: exit 0 in ${took} s"; else fail "SIGTERM: exit $rc in ${took} s"; fi
 wait "$prefill" "$prefill2" 2>/dev/null || true
-[ -f "$state/$id.llamayctx" ] && pass "$id saved" || fail "$id not saved in $state: $(ls "$state" 2>&1)"
+"$LLAMAY_BIN" ctx ls --store "$state" 2>/dev/null | grep -q "^$id " && pass "$id saved" ||
+  fail "$id not saved in $state: $("$LLAMAY_BIN" ctx ls --store "$state" 2>&1)"
 start_server restored "${MODEL[@]}" --state-dir "$state"
 got=$(curl -sS "$SERVER_URL/v1/contexts" | jq -r --arg id "$id" '.data[] | select(.id == $id) | .tokens')
 [ "$got" = "$tokens" ] && pass "$id restored with its $tokens tokens" || fail "$id restored with '$got' tokens, want $tokens"
