@@ -183,14 +183,14 @@ Status SnapshotStore::Pull(const Digest& weights, const std::string& name,
   LLAMAY_ASSIGN_OR_RETURN(Manifest m, Decode(name, *bytes));
   LLAMAY_RETURN_IF_ERROR(sink(m.head));
   for (const Chunk& c : m.chunks) {
-    auto piece = store_->Get(ChunkName(weights, c.hash));
-    if (!piece.ok()) {
-      if (piece.status().code() == StatusCode::kNotFound) return Damaged(name, "chunk " + Hex(c.hash) + " is missing");
-      return piece.status();
-    }
-    if (piece->size() != c.size || HashOf(*piece) != c.hash)
-      return Damaged(name, "chunk " + Hex(c.hash) + " does not match its hash");
-    LLAMAY_RETURN_IF_ERROR(sink(*piece));
+    // Verified before the sink sees a byte of it.
+    Status read = store_->Read(ChunkName(weights, c.hash), [&](std::span<const uint8_t> piece) {
+      if (piece.size() != c.size || HashOf(piece) != c.hash)
+        return Damaged(name, "chunk " + Hex(c.hash) + " does not match its hash");
+      return sink(piece);
+    });
+    if (read.code() == StatusCode::kNotFound) return Damaged(name, "chunk " + Hex(c.hash) + " is missing");
+    LLAMAY_RETURN_IF_ERROR(read);
   }
   return sink(m.tail);
 }

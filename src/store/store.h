@@ -16,6 +16,7 @@
 #define LLAMAY_STORE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -92,6 +93,13 @@ class Store {
   // on a service that ignores the header (s3rver) only a HEAD guards it, so a race within one request's
   // time can let both win (docs/store.md).
   virtual Result<bool> PutIfAbsent(const std::string& name, std::span<const uint8_t> bytes) = 0;
+  // The whole object handed to `consume` (valid only during the call), with Get's checks. The directory
+  // backend maps the file instead of copying it (a restore by name reads each chunk once); others Get it.
+  // Returns consume's error, if any.
+  virtual Status Read(const std::string& name, const std::function<Status(std::span<const uint8_t>)>& consume) {
+    LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Get(name));
+    return consume(bytes);
+  }
   virtual Result<bool> Exists(const std::string& name) = 0;  // HEAD
   // Every object whose name starts with `prefix` ("" for all; "a/" or a partial name like "a/snap-"),
   // sorted by name. Names that ValidObjectName refuses (written by other tools) are left out.

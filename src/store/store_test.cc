@@ -204,6 +204,28 @@ TEST_F(DirStoreTest, PutGetExistsDelete) {
   EXPECT_EQ(store_->Get("a").status().code(), StatusCode::kNotFound);
 }
 
+// Read maps the file: the same bytes as Get, Get's refusals, and the consumer's own error passed through.
+TEST_F(DirStoreTest, ReadHandsTheObjectToItsConsumer) {
+  std::vector<uint8_t> big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + (i >> 12));
+  ASSERT_TRUE(store_->Put("m/big", big).ok());
+  ASSERT_TRUE(store_->Put("m/empty", {}).ok());
+  std::vector<uint8_t> seen;
+  auto keep = [&](std::span<const uint8_t> b) {
+    seen.assign(b.begin(), b.end());
+    return Status::Ok();
+  };
+  ASSERT_TRUE(store_->Read("m/big", keep).ok());
+  EXPECT_EQ(seen, big);
+  ASSERT_TRUE(store_->Read("m/empty", keep).ok());
+  EXPECT_TRUE(seen.empty());
+  EXPECT_EQ(store_->Read("m/none", keep).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Read("../x", keep).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Read("m", keep).code(), StatusCode::kNotFound);  // a folder is not an object
+  const Status mine = DataLossError("the consumer refused it");
+  EXPECT_EQ(store_->Read("m/big", [&](std::span<const uint8_t>) { return mine; }).message(), mine.message());
+}
+
 TEST_F(DirStoreTest, NestedNamesAndList) {
   std::vector<uint8_t> big(3 << 20);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 131 + (i >> 13));
