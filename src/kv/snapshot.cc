@@ -266,7 +266,8 @@ Status SnapshotCodec::Write(const Context& ctx, const Digest& weights, ByteSink&
   const internal::ContextState* s = ctx.s_;
   const KvLayout& layout = s->cache->layout();
   // Version 1 is written whenever it can hold everything (so such files read in older builds too).
-  if (!OneFullGroup(*s->cache) || opt.checkpoints || !opt.logits.empty()) return WriteV2(ctx, weights, sink, opt);
+  if (!OneFullGroup(*s->cache) || opt.checkpoints || !opt.logits.empty() || opt.kv_checksums)
+    return WriteV2(ctx, weights, sink, opt);
   const KvPrecision disk = opt.native_precision ? layout.precision : KvPrecision::kF32;
   const uint32_t elems = layout.row_elems();
   const size_t disk_row = RowBytes(disk, elems);
@@ -428,6 +429,14 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
   const uint8_t* kv = p.kv.data();
   const size_t pos_bytes = copier.position_bytes();
   if (!fused) {
+    // The whole CRC was verified above; the chunk CRCs (when the file has them) agree with it or the file
+    // is refused the same way.
+    if (!p.kv_checksums.empty()) {
+      if (Status st = VerifyKvChecksums(p.kv_checksums, p.kv); !st.ok()) {
+        ctx.Close();
+        return st;
+      }
+    }
     copier.Copy(pages, kv, 0, in.n_positions);
   } else {
     // CRC of everything before the KV section, then of the section a chunk at a time, each chunk's whole
@@ -443,7 +452,7 @@ Result<Context> SnapshotCodec::Restore(Cache& cache, std::span<const uint8_t> by
       copied = ready;
     }
     crc = Crc32cExtend(crc, kv + p.kv.size(), in.file_bytes - 4 - p.kv_offset - p.kv.size());
-    if (crc != p.want_crc) {
+    if (crc != p.want_crc || (!p.kv_checksums.empty() && !VerifyKvChecksums(p.kv_checksums, p.kv).ok())) {
       copier.Fence();
       ctx.Close();
       return ChecksumError();

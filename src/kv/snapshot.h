@@ -66,6 +66,9 @@ struct SnapshotOptions {
   // The logits of the next token (after the last position), stored so that a restored context samples
   // its first token without a forward pass (version 2). Empty: none.
   std::span<const float> logits = {};
+  // A CRC32C of each 1 MiB chunk of the KV section, ahead of it (version 2): a streaming restore
+  // (SnapshotReceiver) refuses a damaged chunk as soon as it arrives instead of at the end of the file.
+  bool kv_checksums = false;
 };
 
 // What a snapshot's header says; Inspect verifies the checksum too.
@@ -89,6 +92,8 @@ struct SnapshotInfo {
   // at position boundaries shares its leading pieces with every file of the same prefix (the snapshot
   // store's chunks).
   uint64_t kv_offset = 0, kv_bytes = 0, kv_position_bytes = 0;
+  // Version 2 with a KV_CHECKSUMS section: its chunk size (0: none).
+  uint64_t kv_checksum_chunk = 0;
 };
 
 Status WriteSnapshot(const Context& ctx, const Digest& weights, ByteSink& sink,

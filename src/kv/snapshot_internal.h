@@ -28,6 +28,9 @@ inline constexpr uint32_t kSectionLayout = 3;       // version 2, required
 inline constexpr uint32_t kSectionState = 4;        // version 2, required where the layout has recurrent layers
 inline constexpr uint32_t kSectionCheckpoints = 5;  // version 2, optional
 inline constexpr uint32_t kSectionLogits = 6;       // version 2, optional
+inline constexpr uint32_t kSectionKvChecksums = 7;  // version 2, optional: a CRC32C per chunk of the KV section
+inline constexpr uint64_t kKvChecksumChunk = uint64_t{1} << 20;  // what writers use
+inline constexpr uint32_t kLastSectionKind = kSectionKvChecksums;
 inline constexpr uint32_t kSectionRequired = 1;     // section flag: a reader that does not know the kind must refuse
 inline constexpr size_t kFlushBytes = size_t{1} << 20;
 inline constexpr uint64_t kMaxLogits = uint64_t{1} << 24;
@@ -54,7 +57,14 @@ struct Parsed {
   std::span<const uint8_t> state;        // u64 state position, then the slot's bytes (empty: no section)
   std::span<const uint8_t> checkpoints;  // u64 count, then count x (u64 position, the slot's bytes)
   std::span<const uint8_t> logits;       // u64 count, then count f32
+  std::span<const uint8_t> kv_checksums; // u64 chunk bytes, u64 count, then count u32 (empty: none)
 };
+
+// The KV_CHECKSUMS section's geometry, checked against the KV section's size: chunk bytes a power of two
+// from 4 KiB to 1 GiB, count = ceil(kv_bytes / chunk), size = 16 + 4 * count.
+Status CheckKvChecksums(std::span<const uint8_t> sec, uint64_t kv_bytes);
+// Verifies every chunk of `kv` against the section (kChecksum on a mismatch).
+Status VerifyKvChecksums(std::span<const uint8_t> sec, std::span<const uint8_t> kv);
 
 Status SnapError(SnapshotError e, std::string msg);
 uint32_t U32(const uint8_t* p);

@@ -43,6 +43,10 @@ struct SnapshotReceiver::Impl {
   std::vector<uint8_t> carry;  // a position's bytes split across pieces
   uint64_t positions_done = 0;
   uint32_t crc = 0;            // of every byte before the trailer, so far
+  // A KV_CHECKSUMS section in the head: each chunk of the KV section checked as soon as it is complete.
+  std::span<const uint8_t> kv_checksums;
+  uint64_t kv_chunk = 0, chunk_filled = 0, chunk_index = 0, kv_checked = 0;
+  uint32_t chunk_crc = 0;
   // kTail: the bytes after the KV section (the trailer included). kBuffered: the whole file.
   std::vector<uint8_t> tail;
 
@@ -115,6 +119,15 @@ struct SnapshotReceiver::Impl {
       const uint8_t* e = &head[kHeaderBytes + kSectionEntryBytes * i];
       if (U32(e) == kSectionTokens) tokens = std::span(head).subspan(U64(e + 8), U64(e + 16));
     }
+    for (uint32_t i = 0; i < n_sections; ++i) {
+      const uint8_t* e = &head[kHeaderBytes + kSectionEntryBytes * i];
+      if (U32(e) != kSectionKvChecksums || U64(e + 8) + U64(e + 16) > kv_offset) continue;
+      const auto sec = std::span<const uint8_t>(head).subspan(U64(e + 8), U64(e + 16));
+      if (in.version == 2 && CheckKvChecksums(sec, kv_bytes).ok()) {
+        kv_checksums = sec;
+        kv_chunk = U64(sec.data());
+      }
+    }
     auto made = SnapshotCodec::NewRestoredContext(cache, tokens);
     if (!made.ok()) return Buffer();  // memory taken since the check: the buffered path decides
     ctx = std::move(*made);
@@ -130,6 +143,26 @@ struct SnapshotReceiver::Impl {
     tail = std::move(head);
     head.clear();
     return Status::Ok();
+  }
+
+  // With KV_CHECKSUMS: false once a completed chunk does not match its CRC.
+  bool ChunksIntact(const uint8_t* p, size_t n) {
+    if (kv_chunk == 0) return true;
+    while (n > 0) {
+      const size_t take = std::min<uint64_t>(n, kv_chunk - chunk_filled);
+      chunk_crc = Crc32cExtend(chunk_crc, p, take);
+      p += take;
+      n -= take;
+      chunk_filled += take;
+      kv_checked += take;
+      if (chunk_filled == kv_chunk || kv_checked == kv_bytes) {
+        if (chunk_crc != U32(kv_checksums.data() + 16 + 4 * chunk_index)) return false;
+        ++chunk_index;
+        chunk_filled = 0;
+        chunk_crc = 0;
+      }
+    }
+    return true;
   }
 
   // KV bytes: whole positions into the pages, a split one through `carry`.
@@ -199,6 +232,7 @@ struct SnapshotReceiver::Impl {
         case Mode::kKv: {
           if (n == 0) return Status::Ok();
           const size_t take = std::min<uint64_t>(n, kv_bytes - kv_received);
+          if (!ChunksIntact(p, take)) return Fail(ChecksumError());
           TakeKv(p, take);
           kv_received += take;
           p += take;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/crc32c.h"
 #include "kv/snapshot.h"
 #include "kv/test_util.h"
 
@@ -20,10 +21,12 @@ Digest D(uint8_t seed) {
   return d;
 }
 
-std::vector<uint8_t> Snap(const Context& c, const Digest& d, bool native, std::span<const float> logits = {}) {
+std::vector<uint8_t> Snap(const Context& c, const Digest& d, bool native, std::span<const float> logits = {},
+                          bool kv_checksums = false) {
   SnapshotOptions o;
   o.native_precision = native;
   o.logits = logits;
+  o.kv_checksums = kv_checksums;
   auto b = SnapshotToBytes(c, d, o);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   return *b;
@@ -202,6 +205,47 @@ TEST(SnapshotReceiver, BuffersWhatCannotStreamAndStillRestoresIt) {
   EXPECT_FALSE(s2);
   EXPECT_FALSE(r2.ok());  // 3 more pages do not fit
   EXPECT_EQ(ReadAll(keep).size(), size_t{12} * 2 * 2 * 32);
+}
+
+// KV_CHECKSUMS: a CRC per 1 MiB chunk of the KV section, ahead of it. Whole files restore as before; a
+// chunk damaged in transit is refused as soon as it has arrived, long before the file's end; a file whose
+// chunk CRCs disagree with its bytes is refused even when its whole CRC was recomputed to match.
+TEST(SnapshotReceiver, ChunkChecksumsRefuseADamagedChunkAsSoonAsItArrives) {
+  std::mt19937 rng(4);
+  auto cache = MakeCache(SmallLayout(16, KvPrecision::kF32));
+  Context c = cache->NewContext();
+  Fill(c, 6000, 2);  // 3 MB of KV: three chunks
+  const auto plain = Snap(c, D(7), true);
+  const auto sealed = Snap(c, D(7), true, {}, /*kv_checksums=*/true);
+  auto info = InspectSnapshot(sealed);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->kv_checksum_chunk, uint64_t{1} << 20);
+  EXPECT_EQ(info->version, 2u);
+  // Version 2 adds two table entries, the layout (8 per layer + 8) and the checksums (16 + 4 per chunk).
+  ASSERT_EQ(sealed.size(), plain.size() + 2 * 24 + (8 * 2 + 8) + 16 + 3 * 4);
+  ExpectSameOutcome(*cache, sealed, D(7), rng, "sealed, intact");
+  for (size_t at : {info->kv_offset + 10, info->kv_offset + (size_t{1} << 20) + 5, sealed.size() - 30}) {
+    auto bad = sealed;
+    bad[at] ^= 0x20;
+    ExpectSameOutcome(*cache, bad, D(7), rng, "sealed, byte " + std::to_string(at));
+  }
+  // Damage in the first chunk: the receiver refuses it once that chunk is in, with 2 MB still to come.
+  auto bad = sealed;
+  bad[info->kv_offset + 100] ^= 1;
+  SnapshotReceiver r(*cache, D(7));
+  const size_t first_chunk_end = info->kv_offset + (size_t{1} << 20);
+  Status st = r.Feed(std::span(bad).first(first_chunk_end));
+  EXPECT_EQ(SnapshotErrorOf(st), SnapshotError::kChecksum) << st.ToString();
+  EXPECT_EQ(SnapshotErrorOf(r.Finish().status()), SnapshotError::kChecksum);
+  EXPECT_EQ(cache->Stats().pages_live, c.n_pages());
+  // The whole CRC recomputed over a damaged KV byte: only the chunk CRCs catch it, on both paths.
+  auto resealed = sealed;
+  resealed[info->kv_offset + (size_t{2} << 20) + 1] ^= 4;
+  const uint32_t crc = Crc32c(resealed.data(), resealed.size() - 4);
+  std::memcpy(resealed.data() + resealed.size() - 4, &crc, 4);
+  EXPECT_EQ(SnapshotErrorOf(RestoreSnapshot(*cache, resealed, D(7)).status()), SnapshotError::kChecksum);
+  ExpectSameOutcome(*cache, resealed, D(7), rng, "resealed");
+  ExpectInvariants(*cache);
 }
 
 }  // namespace

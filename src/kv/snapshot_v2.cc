@@ -8,6 +8,8 @@
 #include "base/crc32c.h"
 #include "kv/internal.h"
 #include "kv/row_codec.h"
+#include <functional>
+
 #include "kv/snapshot_internal.h"
 
 namespace llamay::kv {
@@ -80,7 +82,7 @@ Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed o
                                                       std::to_string(s.size) + " bytes");
     for (const Section& o : secs)
       if (o.kind == s.kind) return SnapError(SnapshotError::kBadLength, "section kind " + std::to_string(s.kind) + " twice");
-    if (s.kind > kSectionLogits && (s.flags & kSectionRequired))
+    if (s.kind > kLastSectionKind && (s.flags & kSectionRequired))
       return SnapError(SnapshotError::kUnsupportedVersion,
                        "requires section kind " + std::to_string(s.kind) + ", unknown to this build");
     offset += s.size;
@@ -131,6 +133,10 @@ Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed o
         if (s.size < 8 || (s.size - 8) % 4 != 0 || (s.size - 8) / 4 > kMaxLogits)
           return SnapError(SnapshotError::kBadLength, "logits section of " + std::to_string(s.size) + " bytes");
         break;
+      case kSectionKvChecksums:
+        if (s.size < 16 || s.size > (uint64_t{1} << 32))
+          return SnapError(SnapshotError::kBadLength, "KV checksums section of " + std::to_string(s.size) + " bytes");
+        break;
       default: break;
     }
   }
@@ -152,6 +158,7 @@ Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed o
     if (s.kind == kSectionState) out.state = bytes;
     if (s.kind == kSectionCheckpoints) out.checkpoints = bytes;
     if (s.kind == kSectionLogits) out.logits = bytes;
+    if (s.kind == kSectionKvChecksums) out.kv_checksums = bytes;
   }
   // 4. Counts inside the sections agree with their sizes.
   if (!out.state.empty()) {
@@ -168,7 +175,28 @@ Result<Parsed> ParseV2(std::span<const uint8_t> b, uint32_t n_sections, Parsed o
     if (in.n_logits != (out.logits.size() - 8) / 4)
       return SnapError(SnapshotError::kBadLength, "logit count disagrees with its section");
   }
+  if (!out.kv_checksums.empty()) {
+    LLAMAY_RETURN_IF_ERROR(CheckKvChecksums(out.kv_checksums, out.kv.size()));
+    in.kv_checksum_chunk = U64(out.kv_checksums.data());
+  }
   return out;
+}
+
+Status CheckKvChecksums(std::span<const uint8_t> sec, uint64_t kv_bytes) {
+  const uint64_t chunk = U64(sec.data()), count = U64(sec.data() + 8);
+  if (chunk < 4096 || chunk > (uint64_t{1} << 30) || (chunk & (chunk - 1)) != 0)
+    return SnapError(SnapshotError::kBadLength, "KV checksum chunks of " + std::to_string(chunk) + " bytes");
+  if (count != (kv_bytes + chunk - 1) / chunk || sec.size() != 16 + 4 * count)
+    return SnapError(SnapshotError::kBadLength, "KV checksum count disagrees with the KV section");
+  return Status::Ok();
+}
+
+Status VerifyKvChecksums(std::span<const uint8_t> sec, std::span<const uint8_t> kv) {
+  const uint64_t chunk = U64(sec.data());
+  for (uint64_t at = 0, i = 0; at < kv.size(); at += chunk, ++i)
+    if (Crc32c(kv.data() + at, std::min<uint64_t>(chunk, kv.size() - at)) != U32(sec.data() + 16 + 4 * i))
+      return ChecksumError();
+  return Status::Ok();
 }
 
 }  // namespace snapshot_detail
@@ -194,6 +222,8 @@ Status SnapshotCodec::WriteV2(const Context& ctx, const Digest& weights, ByteSin
   auto add = [&](uint32_t kind, uint32_t flags, uint64_t bytes) { secs.push_back({kind, flags, 0, bytes}); };
   add(kSectionTokens, 0, 4 * n);
   add(kSectionLayout, kSectionRequired, 8 * uint64_t{layout.n_layers} + 8);
+  const uint64_t n_kv_chunks = opt.kv_checksums ? (kv_bytes + kKvChecksumChunk - 1) / kKvChecksumChunk : 0;
+  if (opt.kv_checksums) add(kSectionKvChecksums, 0, 16 + 4 * n_kv_chunks);
   add(kSectionKv, 0, kv_bytes);
   if (slot != 0) add(kSectionState, kSectionRequired, 8 + slot);
   const bool cps = opt.checkpoints && slot != 0;
@@ -225,23 +255,56 @@ Status SnapshotCodec::WriteV2(const Context& ctx, const Digest& weights, ByteSin
     put32(spec.window);
   }
   put64(layout.recurrent_layer_bytes);
-  // KV: each attention group's stored positions, [pos][layer in group][k|v][row].
+  // KV: each attention group's stored positions, [pos][layer in group][k|v][row]; `row(bytes)` gets each
+  // row at the on-disk precision, and may flush after each position.
   std::vector<float> scratch(elems);
-  for (size_t g = 0; g < groups.attention.size(); ++g) {
-    const uint32_t n_layers = static_cast<uint32_t>(groups.attention[g].layers.size());
-    for (uint64_t pos = FirstStored(groups.attention[g], n); pos < n; ++pos) {
-      const internal::Page* page = s->pages[g][pos / P];
-      if (page == nullptr) return InternalError("snapshot: a position the window needs was released");
-      for (uint32_t i = 0; i < n_layers; ++i)
-        for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
-          const size_t at = buf.size();
-          buf.resize(at + disk_row);
-          internal::TranscodeRow(layout.precision, page->data + layout.RowOffset(i, kind, static_cast<uint32_t>(pos % P)),
-                                 disk, elems, buf.data() + at, scratch.data());
-        }
-      LLAMAY_RETURN_IF_ERROR(maybe_flush());
+  std::vector<uint8_t> one_row(disk_row);
+  auto each_row = [&](const std::function<Status(const uint8_t*, bool end_of_position)>& row) -> Status {
+    for (size_t g = 0; g < groups.attention.size(); ++g) {
+      const uint32_t n_layers = static_cast<uint32_t>(groups.attention[g].layers.size());
+      for (uint64_t pos = FirstStored(groups.attention[g], n); pos < n; ++pos) {
+        const internal::Page* page = s->pages[g][pos / P];
+        if (page == nullptr) return InternalError("snapshot: a position the window needs was released");
+        for (uint32_t i = 0; i < n_layers; ++i)
+          for (KvKind kind : {KvKind::kKey, KvKind::kValue}) {
+            internal::TranscodeRow(layout.precision,
+                                   page->data + layout.RowOffset(i, kind, static_cast<uint32_t>(pos % P)), disk, elems,
+                                   one_row.data(), scratch.data());
+            LLAMAY_RETURN_IF_ERROR(row(one_row.data(), i + 1 == n_layers && kind == KvKind::kValue));
+          }
+      }
     }
+    return Status::Ok();
+  };
+  if (opt.kv_checksums) {
+    // A first pass for the CRC of each chunk, which a streaming reader checks as the chunk arrives.
+    std::vector<uint32_t> crcs;
+    uint32_t c = 0;
+    uint64_t in_chunk = 0;
+    LLAMAY_RETURN_IF_ERROR(each_row([&](const uint8_t* r, bool) {
+      for (size_t done = 0; done < disk_row;) {
+        const size_t take = std::min<uint64_t>(disk_row - done, kKvChecksumChunk - in_chunk);
+        c = Crc32cExtend(c, r + done, take);
+        done += take;
+        in_chunk += take;
+        if (in_chunk == kKvChecksumChunk) {
+          crcs.push_back(c);
+          c = 0;
+          in_chunk = 0;
+        }
+      }
+      return Status::Ok();
+    }));
+    if (in_chunk != 0) crcs.push_back(c);
+    if (crcs.size() != n_kv_chunks) return InternalError("snapshot: KV checksum count");
+    put64(kKvChecksumChunk);
+    put64(n_kv_chunks);
+    put(crcs.data(), 4 * crcs.size());
   }
+  LLAMAY_RETURN_IF_ERROR(each_row([&](const uint8_t* r, bool end_of_position) -> Status {
+    put(r, disk_row);
+    return end_of_position ? maybe_flush() : Status::Ok();
+  }));
   const std::vector<uint8_t> zero_state(s->state == nullptr ? slot : 0, 0);
   if (slot != 0) {
     put64(s->state_pos);
@@ -270,6 +333,7 @@ Result<Context> SnapshotCodec::RestoreV2(Cache& cache, std::span<const uint8_t> 
   // 1. Damage first (the whole checksum), then identity: other weights or another layer map are another
   //    model; the same layers with other rows do not fit this cache.
   LLAMAY_RETURN_IF_ERROR(VerifyChecksum(bytes, p));
+  if (!p.kv_checksums.empty()) LLAMAY_RETURN_IF_ERROR(VerifyKvChecksums(p.kv_checksums, p.kv));
   const SnapshotInfo& in = p.info;
   if (in.weights != weights)
     return SnapError(SnapshotError::kWrongModel, "computed by other weights (snapshot " +

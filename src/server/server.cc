@@ -123,7 +123,8 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
 kv::SnapshotOptions SessionSnapshotOptions(const HeldContext& held, bool f32) {
   kv::SnapshotOptions o;
   o.native_precision = !f32;
-  o.checkpoints = true;  // a hybrid session keeps the points it can roll back to
+  o.checkpoints = true;   // a hybrid session keeps the points it can roll back to
+  o.kv_checksums = true;  // an upload of it is checked chunk by chunk as it arrives
   if (held.tail.empty()) o.logits = held.logits;
   return o;
 }

@@ -165,6 +165,7 @@ int RunInspect(const std::string& path, bool json) {
       j["recurrent_state_position"] = info->state_position;
       j["checkpoints"] = info->n_checkpoints;
       j["logits"] = info->n_logits;
+      j["kv_checksum_chunk"] = info->kv_checksum_chunk;
     }
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
@@ -181,6 +182,7 @@ int RunInspect(const std::string& path, bool json) {
       PrintRow("recurrent state", "after " + std::to_string(info->state_position) + " positions, " +
                                       std::to_string(info->n_checkpoints) + " checkpoints");
     PrintRow("next-token logits", info->n_logits ? std::to_string(info->n_logits) + " stored" : "none");
+    PrintRow("KV checksums", info->kv_checksum_chunk ? "one per " + FormatBytes(info->kv_checksum_chunk) : "none");
   }
   PrintRow("weights", DigestHex(info->weights));
   PrintRow("size", FormatBytes(info->file_bytes) + ", checksum ok");

@@ -94,6 +94,7 @@ int RunBuild(const BuildOptions& o) {
   kv::SnapshotOptions so;
   so.logits = *logits;
   so.native_precision = !o.f32;
+  so.kv_checksums = true;
   if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output, so); !s.ok()) return Fail(s, kExitFailure);
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.output, ec);
