@@ -14,35 +14,15 @@ interleaved per length:
 Prints one table with both, the file sizes and the ratios (llamay / llama.cpp: below 1 is faster).
 Standard library only.
 """
-import argparse, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHARED = os.path.join(ROOT, "..", "shared")
 sys.path.insert(0, os.path.join(SHARED, "bench"))
+sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_up(port, proc, what):
-    for _ in range(600):
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited early ({proc.returncode})")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            c = rb.Client(f"http://127.0.0.1:{port}")
-            c.req("GET", "/health")
-            return
-        except Exception:
-            time.sleep(0.1)
-    sys.exit(f"{what} did not come up")
+from bench_util import free_port, peer_model, wait_up  # noqa: E402
 
 
 def llamay_case(cl, text, reps):
@@ -90,19 +70,16 @@ def main():
     tmp = tempfile.mkdtemp(prefix="restore_sbs_")
     procs = []
     try:
-        model = a.model
-        if not model:
-            model = os.path.join(tmp, "peer-q8_0.gguf")
-            subprocess.run([a.llamay, "model", "synth", "--type", "q8_0", "-o", model], check=True, stdout=subprocess.DEVNULL)
+        model = peer_model(a.llamay, tmp, a.model)
         lp, pp = free_port(), free_port()
         slots = os.path.join(tmp, "slots")
         os.makedirs(slots)
         procs.append(subprocess.Popen([a.llamay, "serve", "-m", model, "--port", str(lp), "-t", str(a.threads),
                                        "--max-body", "1024", "--store", os.path.join(tmp, "store")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_up(lp, procs[-1], "llamay")
+        wait_up(rb.Client(f"http://127.0.0.1:{lp}"), procs[-1], "llamay")
         procs.append(subprocess.Popen([a.peer, "-m", model, "--port", str(pp), "-t", str(a.threads), "-np", "1",
                                        "--slot-save-path", slots + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_up(pp, procs[-1], "llama-server")
+        wait_up(rb.Client(f"http://127.0.0.1:{pp}"), procs[-1], "llama-server")
         lc, pc = rb.Client(f"http://127.0.0.1:{lp}"), rb.Client(f"http://127.0.0.1:{pp}")
         print(f"# restore side by side: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
         print("| tokens | llama.cpp slot restore ms | llamay restore by name ms | ratio | llamay upload restore ms | ratio | "

@@ -6,37 +6,29 @@
   2. a session moving between instances: two `llamay serve --store DIR --share-sessions`; a session of N
      tokens committed by instance A continues on instance B (B pulls it: time to first token), against a
      cold prefill of the same tokens on B (a new session with the whole text).
-Median of --reps. Standard library only; the store is a directory (the same objects go to S3).
+Median of --reps. Standard library only. The store is a directory, or with --s3 npm s3rver on loopback
+(tests/e2e/lib/s3_fault_server.mjs, no faults: it checks every request's SigV4 signature), which needs node
+and tests/e2e/node_modules (scripts/setup).
 """
-import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "..", "shared", "bench"))
+sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
+from bench_util import free_port, peer_model, wait_up  # noqa: E402
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def start(llamay, model, store, threads, share=True):
+def start(llamay, model, store, threads, share=True, env=None):
     port = free_port()
     args = [llamay, "serve", "-m", model, "--port", str(port), "-t", str(threads), "--store", store]
     if share:
         args.append("--share-sessions")
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            rb.Client(f"http://127.0.0.1:{port}").req("GET", "/health")
-            return p, rb.Client(f"http://127.0.0.1:{port}")
-        except Exception:
-            time.sleep(0.1)
-    sys.exit("llamay did not come up")
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    client = rb.Client(f"http://127.0.0.1:{port}")
+    wait_up(client, p, "llamay")
+    return p, client
 
 
 def main():
@@ -46,22 +38,33 @@ def main():
     ap.add_argument("--words", default="75,290,560")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--s3", action="store_true", help="an S3 store (s3rver on loopback) instead of a directory")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="session_move_")
     procs = []
     try:
-        model = a.model
-        if not model:
-            model = os.path.join(tmp, "peer-q8_0.gguf")
-            subprocess.run([a.llamay, "model", "synth", "--type", "q8_0", "-o", model], check=True, stdout=subprocess.DEVNULL)
-        store = os.path.join(tmp, "store")
-        pa, ca = start(a.llamay, model, store, a.threads)
-        pb, cb = start(a.llamay, model, store, a.threads)
+        model = peer_model(a.llamay, tmp, a.model)
+        env, store, push_store = None, os.path.join(tmp, "store"), os.path.join(tmp, "push-store")
+        if a.s3:
+            s3 = subprocess.Popen(["node", os.path.join(ROOT, "tests/e2e/lib/s3_fault_server.mjs"), "--access-key", "BENCH",
+                                   "--secret-key", "bench-secret", "--bucket", "llamay-bench"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(s3)
+            line = s3.stdout.readline()
+            if "READY" not in line:
+                sys.exit("s3rver did not start: " + line)
+            proxy = line.split("proxy=")[1].split()[0]
+            env = dict(os.environ, AWS_ACCESS_KEY_ID="BENCH", AWS_SECRET_ACCESS_KEY="bench-secret", AWS_REGION="us-east-1",
+                       AWS_ENDPOINT_URL_S3=f"http://127.0.0.1:{proxy}")
+            store, push_store = "s3://llamay-bench/shared", "s3://llamay-bench/push"
+        pa, ca = start(a.llamay, model, store, a.threads, env=env)
+        pb, cb = start(a.llamay, model, store, a.threads, env=env)
         # Pushes are measured on an instance of its own store that does not share sessions (a sharing
         # instance has already written each context through when it was created).
-        pp, cp = start(a.llamay, model, os.path.join(tmp, "push-store"), a.threads, share=False)
+        pp, cp = start(a.llamay, model, push_store, a.threads, share=False, env=env)
         procs += [pa, pb, pp]
-        print(f"# sessions through a directory store: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
+        kind = "s3rver on loopback" if a.s3 else "a directory store"
+        print(f"# sessions through {kind}: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")
         print("| tokens | push full: bytes sent | push fork (+1 turn): bytes sent | fork / full | "
               "turn on the other instance: TTFT ms | next turn where it is held: ms | cold prefill of the same tokens: ms | cold / moved |")
         print("|---|---|---|---|---|---|---|---|")
@@ -92,7 +95,7 @@ def main():
             print(f"| {ctx['tokens']} | {full['bytes_sent'] / 1e6:.2f} MB | {forked['bytes_sent'] / 1e6:.2f} MB | "
                   f"{forked['bytes_sent'] / full['bytes_sent']:.2f} | {m:.1f} | {k:.1f} | {c:.1f} | {c / m:.1f}x |", flush=True)
     finally:
-        for p in procs:
+        for p in reversed(procs):
             p.terminate()
         for p in procs:
             p.wait()

@@ -30,6 +30,7 @@
 #include "base/digest.h"
 #include "store/s3_config.h"
 #include "store/store.h"
+#include "store/test_util.h"
 
 extern char** environ;
 
@@ -45,19 +46,7 @@ constexpr char kBucket[] = "llamay-test";
 
 const std::string kE2e = std::string(LLAMAY_SOURCE_DIR) + "/tests/e2e";
 
-std::vector<uint8_t> Bytes(std::string_view s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-// The value of `r`, or (after recording the failure) an empty one: a broken store fails a test rather
-// than aborting the test binary.
-template <typename T>
-T Must(Result<T> r) {
-  if (!r.ok()) {
-    ADD_FAILURE() << r.status().ToString();
-    return T{};
-  }
-  return std::move(r).value();
-}
-
-StoreError DetailOf(const Status& s) { return static_cast<StoreError>(s.detail()); }
+using namespace testing_util;
 
 std::string FindOnPath(const std::string& program) {
   const char* path = std::getenv("PATH");

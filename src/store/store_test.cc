@@ -1,6 +1,7 @@
 // Tests of the store's name rules, URL forms, directory backend (including a kill -9 during Put) and
 // the S3 XML reader. The S3 backend itself is tested in s3_store_test.cc.
 #include "store/store.h"
+#include "store/test_util.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -23,20 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> Bytes(std::string_view s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
-// The value of `r`, or (after recording the failure) an empty one: a broken store fails a test rather
-// than aborting the test binary.
-template <typename T>
-T Must(Result<T> r) {
-  if (!r.ok()) {
-    ADD_FAILURE() << r.status().ToString();
-    return T{};
-  }
-  return std::move(r).value();
-}
-
-StoreError DetailOf(const Status& s) { return static_cast<StoreError>(s.detail()); }
+using namespace testing_util;
 
 // A fresh folder under the test temp dir, removed afterwards.
 class TempDir {

@@ -1,0 +1,33 @@
+"""Helpers the side-by-side bench scripts share: a free loopback port, the synthetic peer-shape model,
+waiting for a server to answer. Standard library only."""
+import os, socket, subprocess, sys, time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def peer_model(llamay, tmp, model=None):
+    """`model` when given, else a synthetic Q8_0 model of the peer shape written into `tmp`."""
+    if model:
+        return model
+    path = os.path.join(tmp, "peer-q8_0.gguf")
+    subprocess.run([llamay, "model", "synth", "--type", "q8_0", "-o", path], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def wait_up(client, proc, what, path="/health"):
+    """Polls `path` through `client` (restore_bench.Client) until it answers; exits if `proc` dies."""
+    for _ in range(600):
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited early ({proc.returncode})")
+        try:
+            client.req("GET", path)
+            return
+        except Exception:
+            time.sleep(0.1)
+    sys.exit(f"{what} did not come up")
