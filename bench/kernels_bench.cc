@@ -88,39 +88,44 @@ void BM_MatMul(benchmark::State& state, TensorType t) {
                  std::string(IsaName(isa)));
 }
 
-// A decode step as the model runs it: one pass over 256 MiB of Q8_0 weights (more than the last-level
-// cache, so they stream from memory as a real model's do), as 1024 x 2816 matrices, for 1 or 8 tokens.
+// A decode step as the model runs it: one pass over 512 MiB of weights (more than the last-level cache, so
+// they stream from memory as a real model's do), as 1024 x 2816 matrices, for 1 or 8 tokens.
 // bytes_per_second is the weight read rate; compare it with the machine's memory bandwidth.
+// Arguments: tokens, isa, weight type (0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 F16), threads.
 void BM_DecodeStream(benchmark::State& state) {
   const int64_t tokens = state.range(0), n_out = 1024, n_in = 2816;
   const Isa isa = static_cast<Isa>(state.range(1));
   if (SkipUnsupported(state, isa)) return;
-  const TensorType t = TensorType::kQ8_0;
+  const TensorType types[] = {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
+                              TensorType::kF16};
+  const TensorType t = types[state.range(2)];
+  const int threads = static_cast<int>(state.range(3));
   const size_t per = TypeRowBytes(t, n_in) * n_out;
-  const size_t n_mats = (size_t{256} << 20) / per;
-  static const std::vector<uint8_t> w = [&] {
-    std::vector<uint8_t> all;
+  const size_t n_mats = (size_t{512} << 20) / per;
+  static std::map<TensorType, std::vector<uint8_t>> all;
+  std::vector<uint8_t>& w = all[t];
+  if (w.empty()) {
     const auto one = Weights(t, n_out, n_in);
-    for (size_t i = 0; i < n_mats; ++i) all.insert(all.end(), one.begin(), one.end());
-    return all;
-  }();
+    for (size_t i = 0; i < n_mats; ++i) w.insert(w.end(), one.begin(), one.end());
+  }
   std::vector<float> x(tokens * n_in), y(tokens * n_out);
   std::mt19937 rng(3);
   std::normal_distribution<float> d;
   for (auto& v : x) v = d(rng);
   PreparedActivations act;
-  act.Prepare(Pool(2), ActivationFormat(t), x.data(), tokens, n_in);
+  act.Prepare(Pool(threads), ActivationFormat(t), x.data(), tokens, n_in);
   for (auto _ : state) {
     for (size_t i = 0; i < n_mats; ++i)
-      MatMul(Pool(2), {t, w.data() + i * per, n_out, n_in, 0}, act, y.data(), isa);
+      MatMul(Pool(threads), {t, w.data() + i * per, n_out, n_in, 0}, act, y.data(), isa);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n_mats * per));
-  state.SetLabel(std::string(IsaName(isa)) + ", 2 threads");
+  state.SetLabel(std::string(TensorTypeName(t)) + " " + std::string(IsaName(isa)) + ", " +
+                 std::to_string(threads) + " threads");
 }
 BENCHMARK(BM_DecodeStream)
-    ->ArgsProduct({{1, 8}, {1, 2}})
-    ->ArgNames({"tokens", "isa"})
+    ->ArgsProduct({{1, 8}, {1, 2}, {0, 1, 2, 3, 4}, {2, 1}})
+    ->ArgNames({"tokens", "isa", "type", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -136,6 +141,7 @@ BENCHMARK_CAPTURE(BM_MatMul, f16, TensorType::kF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q8_0, TensorType::kQ8_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q4_0, TensorType::kQ4_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q4_K, TensorType::kQ4_K)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, q6_K, TensorType::kQ6_K)->Apply(Shapes);
 
 // Paged attention at the peer model's shape (16 heads, 8 kv heads, head_dim 64, 64-token pages, 2 threads).
 //   Prefill:    512 queries after `depth` positions of context (one sequence, causal).

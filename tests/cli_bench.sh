@@ -8,6 +8,11 @@ model=$2/ref/models/stories260K.gguf
 [ -f "$model" ] || { echo "skipped: $model is absent"; exit 77; }
 out=$("$bin" bench -m "$model" -p 0 -n 4 -r 1 2>/dev/null)
 grep -q '| *tg4 |' <<<"$out" || { echo "no tg4 row without a pp test:"; echo "$out"; exit 1; }
+# A tg row carries the decode memory bound: MiB of weights per token, the GB/s that implies and its fraction of
+# the read bandwidth measured at start (printed below the table).
+grep -Eq '\| *tg4 \| *[0-9.]+ \([0-9.-]+\) \| *[0-9]+\.[0-9]+ \| *[0-9]+\.[0-9]+ \| *[0-9]+\.[0-9]+ \|$' <<<"$out" ||
+  { echo "tg4 row without MiB/token, GB/s and fraction of bandwidth:"; echo "$out"; exit 1; }
+grep -Eq '^read bandwidth: [0-9.]+ GB/s' <<<"$out" || { echo "no measured read bandwidth:"; echo "$out"; exit 1; }
 out=$("$bin" bench -m "$model" -p 16 -n 0 -r 1 2>/dev/null)
 grep -q '| *pp16 |' <<<"$out" || { echo "no pp16 row:"; echo "$out"; exit 1; }
 if grep -q 'tg' <<<"$(grep -v '| test |' <<<"$out" | grep -v -- '---')"; then echo "a tg row with -n 0"; exit 1; fi

@@ -25,6 +25,7 @@ constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
 // Bounds a manifest must respect before anything it declares is trusted.
 constexpr uint64_t kMaxPart = uint64_t{1} << 28;  // the head (header, tokens, layout) and the tail
 constexpr uint64_t kMaxChunks = uint64_t{1} << 20;
+constexpr size_t kMaxKnownChunks = size_t{1} << 18;  // names remembered as present (about 30 MB at most)
 
 // A chunk's content hash: XXH3-128 (tens of GB/s, where SHA-256 would cost most of a restore's time). It
 // names the chunk and detects damage; it is not a defence against someone who may write the store, who
@@ -156,9 +157,10 @@ Result<PushResult> SnapshotStore::Push(const std::string& name, std::span<const 
     manifest.insert(manifest.end(), hash.begin(), hash.end());
     ++out.chunks;
     const std::string chunk = ChunkName(weights, hash);
-    LLAMAY_ASSIGN_OR_RETURN(bool have, store_->Exists(chunk));
+    LLAMAY_ASSIGN_OR_RETURN(bool have, HaveChunk(chunk));
     if (have) continue;
     LLAMAY_RETURN_IF_ERROR(store_->Put(chunk, piece));
+    SawChunk(chunk);
     ++out.chunks_sent;
     out.bytes_sent += piece.size();
   }
@@ -169,6 +171,22 @@ Result<PushResult> SnapshotStore::Push(const std::string& name, std::span<const 
   LLAMAY_RETURN_IF_ERROR(store_->Put(ManifestName(weights, name), manifest));
   out.bytes_sent += manifest.size();
   return out;
+}
+
+Result<bool> SnapshotStore::HaveChunk(const std::string& name) {
+  {
+    std::lock_guard l(known_mu_);
+    if (known_chunks_.count(name)) return true;
+  }
+  LLAMAY_ASSIGN_OR_RETURN(bool have, store_->Exists(name));
+  if (have) SawChunk(name);
+  return have;
+}
+
+void SnapshotStore::SawChunk(const std::string& name) const {
+  std::lock_guard l(known_mu_);
+  if (known_chunks_.size() >= kMaxKnownChunks) known_chunks_.clear();  // bounded memory; asks again
+  known_chunks_.insert(name);
 }
 
 Status SnapshotStore::Pull(const Digest& weights, const std::string& name,
@@ -184,9 +202,11 @@ Status SnapshotStore::Pull(const Digest& weights, const std::string& name,
   LLAMAY_RETURN_IF_ERROR(sink(m.head));
   for (const Chunk& c : m.chunks) {
     // Verified before the sink sees a byte of it.
-    Status read = store_->Read(ChunkName(weights, c.hash), [&](std::span<const uint8_t> piece) {
+    const std::string chunk = ChunkName(weights, c.hash);
+    Status read = store_->Read(chunk, [&](std::span<const uint8_t> piece) {
       if (piece.size() != c.size || HashOf(piece) != c.hash)
         return Damaged(name, "chunk " + Hex(c.hash) + " does not match its hash");
+      SawChunk(chunk);
       return sink(piece);
     });
     if (read.code() == StatusCode::kNotFound) return Damaged(name, "chunk " + Hex(c.hash) + " is missing");

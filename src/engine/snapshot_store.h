@@ -12,17 +12,22 @@
 // chunks are missing (an interrupted push leaves only unreferenced chunks). Pushes are idempotent: the same
 // context pushed twice, or by two servers, writes the same bytes under the same names.
 //
+// Chunks are never deleted by llamay (forks and generations share them); a clean-up of chunks from outside
+// must stop the servers that use the store first, since each remembers which chunks it has seen there.
+//
 // Every read is verified before a byte of it leaves this class: the manifest's CRC and lengths, each
 // chunk's size and hash; the reassembled file then carries its own CRC, which the restore checks (a snapshot is
 // only ever restored through kv::SnapshotReceiver or RestoreSnapshot).
 //
-// Thread-safety: safe from several threads (the store is; this class holds no mutable state).
+// Thread-safety: safe from several threads (the store is; the set of chunks known to be there is guarded).
 #ifndef LLAMAY_ENGINE_SNAPSHOT_STORE_H_
 #define LLAMAY_ENGINE_SNAPSHOT_STORE_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 #include <optional>
 #include <span>
 #include <string>
@@ -92,7 +97,14 @@ class SnapshotStore {
   std::string Describe() const { return store_->Describe(); }
 
  private:
+  // Whether the store holds chunk `name`, remembered: chunks are content-addressed and never deleted, so
+  // one seen (written, found or read) needs no second request (a write-through commit asks for each).
+  Result<bool> HaveChunk(const std::string& name);
+  void SawChunk(const std::string& name) const;
+
   std::unique_ptr<store::Store> store_;
+  mutable std::mutex known_mu_;
+  mutable std::unordered_set<std::string> known_chunks_;  // GUARDED_BY(known_mu_)
 };
 
 }  // namespace llamay::engine

@@ -179,6 +179,47 @@ TEST_F(SnapshotStoreTest, SessionGenerationsCommitOnceAndTheNewestIsFound) {
   EXPECT_EQ(store_->LatestSession(W(1), "ctx_a").status().code(), StatusCode::kDataLoss);
 }
 
+// Counts the requests that reach a store.
+class CountingStore : public store::Store {
+ public:
+  explicit CountingStore(std::unique_ptr<store::Store> s) : s_(std::move(s)) {}
+  Status Put(const std::string& n, std::span<const uint8_t> b) override { return ++puts, s_->Put(n, b); }
+  Result<bool> PutIfAbsent(const std::string& n, std::span<const uint8_t> b) override { return s_->PutIfAbsent(n, b); }
+  Result<std::vector<uint8_t>> Get(const std::string& n) override { return s_->Get(n); }
+  Result<bool> Exists(const std::string& n) override { return ++exists, s_->Exists(n); }
+  Result<std::vector<store::ObjectInfo>> List(const std::string& p) override { return s_->List(p); }
+  Status Delete(const std::string& n) override { return s_->Delete(n); }
+  std::string Describe() const override { return s_->Describe(); }
+  int puts = 0, exists = 0;
+
+ private:
+  std::unique_ptr<store::Store> s_;
+};
+
+TEST_F(SnapshotStoreTest, ChunksSeenOnceAreNotAskedForAgain) {
+  auto dir = fs::temp_directory_path() / ("llamay_counting_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto counting = std::make_unique<CountingStore>(std::move(*store::OpenStore(dir.string())));
+  CountingStore* c = counting.get();
+  SnapshotStore s(std::move(counting));
+  const auto snap = Snapshot(1000, 1000, 0);
+  ASSERT_TRUE(s.Push("a", snap).ok());
+  EXPECT_EQ(c->exists, 4);
+  EXPECT_EQ(c->puts, 5);  // 4 chunks and the manifest
+  ASSERT_TRUE(s.Push("b", snap).ok());
+  EXPECT_EQ(c->exists, 4) << "the chunks it wrote are known";
+  EXPECT_EQ(c->puts, 6);  // the manifest only
+  // Another instance over the same directory asks once, then knows.
+  auto other = std::make_unique<CountingStore>(std::move(*store::OpenStore(dir.string())));
+  CountingStore* o = other.get();
+  SnapshotStore t(std::move(other));
+  ASSERT_TRUE(t.Push("c", snap).ok());
+  ASSERT_TRUE(t.Push("d", snap).ok());
+  EXPECT_EQ(o->exists, 4);
+  EXPECT_EQ(o->puts, 2);
+  fs::remove_all(dir);
+}
+
 TEST(DirStorePutIfAbsent, ExactlyOneOfManyWritersCreatesTheObject) {
   const fs::path dir = fs::temp_directory_path() / ("llamay_putifabsent_" + std::to_string(::getpid()));
   fs::remove_all(dir);

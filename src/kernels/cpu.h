@@ -2,7 +2,7 @@
 //
 // Every kernel has a portable scalar version (reference/, the source of truth) and, where it matters, an
 // AVX2/FMA/F16C version selected when the CPU has all three; a few hot kernels (the Q8_0-activation tile
-// kernels of the matmul) also have an AVX-512 VNNI version. All give bit-identical results (see vec_dot.h
+// kernels of the matmul, the batched Q4_K one) also have an AVX-512 VNNI version. All give bit-identical results (see vec_dot.h
 // for the fixed reduction orders that make that possible), so an Isa argument is only a speed choice;
 // tests pass each level explicitly to compare them. The levels are ordered: kAvx512 implies everything
 // kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.

@@ -9,6 +9,7 @@ namespace llamay::kernels {
 namespace {
 
 struct F32Traits {
+  static constexpr int kBytes = 4;
   LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
   }
@@ -19,6 +20,7 @@ struct F32Traits {
 };
 
 struct F16Traits {
+  static constexpr int kBytes = 2;
   LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
   }
@@ -28,6 +30,7 @@ struct F16Traits {
 };
 
 struct Bf16Traits {
+  static constexpr int kBytes = 2;
   LLAMAY_AVX2_INLINE static __m256 Load(const uint8_t* row, int64_t k) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -49,6 +52,11 @@ struct FloatKernel {
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t k = 0; k < n_in; k += 8) {
+      if constexpr (T == 1) {
+        // Decode streams the weights: prefetch the next register tile's share (its rows follow these).
+        const char* next = reinterpret_cast<const char*>(w + R * ws) + k * R * Tr::kBytes;
+        for (int off = 0; off < 8 * R * Tr::kBytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+      }
       __m256 wv[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) wv[r] = Tr::Load(w + r * ws, k);

@@ -105,6 +105,11 @@ struct BlockKernel {
       typename Tr::W wv[R];
       __m256 dw[R];
       float mw[R];
+      if constexpr (T == 1) {
+        // Decode streams the weights: prefetch the next register tile's share (its rows follow these).
+        const char* next = reinterpret_cast<const char*>(w + R * ws) + b * R * sizeof(Block);
+        for (int off = 0; off < R * static_cast<int>(sizeof(Block)); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+      }
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const Block& blk = reinterpret_cast<const Block*>(w + r * ws)[b];
@@ -152,12 +157,18 @@ using Q5_1Traits = MinTraits<BlockQ5_1, true>;
   }
 
 LLAMAY_DEFINE_TILE(TileAvx2Q8_0, Q8_0Traits, 2, 4)
-LLAMAY_DEFINE_TILE(TileAvx2Q4_0, Q4_0Traits, 2, 4)
 LLAMAY_DEFINE_TILE(TileAvx2Q5_0, Q5_0Traits, 2, 4)
 LLAMAY_DEFINE_TILE(TileAvx2Q4_1, Q4_1Traits, 2, 4)
 LLAMAY_DEFINE_TILE(TileAvx2Q5_1, Q5_1Traits, 2, 4)
 
 #undef LLAMAY_DEFINE_TILE
+
+// Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered.
+LLAMAY_AVX2 void TileAvx2Q4_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
+                              int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  if (n_tokens == 1) return DecodeAvx2Q4_0(w, ws, n_rows, act, n_in, y);
+  avx2::RunTile<BlockKernel<Q4_0Traits, 2, 4>>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+}
 
 }  // namespace llamay::kernels
 #endif  // __x86_64__

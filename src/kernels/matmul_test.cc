@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/dequant.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/test_util.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vec_dot.h"
@@ -108,6 +109,43 @@ TEST(MatMul, TokenAloneEqualsTokenInAnyBatch) {
                                 p.n_out * sizeof(float)),
                     0)
               << TensorTypeName(t) << " " << IsaName(isa) << " token " << k << " in a sub-batch";
+        }
+      }
+    }
+  }
+}
+
+// The one-token (decode) paths pad and tile rows their own way: every row count of a tile from 1 to 19 and
+// several row lengths (including odd block counts and a large one), each element against the scalar dot,
+// with a row stride wider than the row.
+TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
+  std::mt19937 rng(15);
+  for (TensorType t : kAllTypes) {
+    const bool k = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
+    const std::vector<int64_t> lengths = k ? std::vector<int64_t>{256, 768, 2816 / 256 * 256}
+                                           : std::vector<int64_t>{32, 96, 160, 2816};
+    for (int64_t n_in : lengths) {
+      const int64_t max_rows = 19;
+      const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
+      const auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
+      std::vector<uint8_t> w(ws * max_rows, 0xFF);
+      for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
+      const ActFormat f = ActivationFormat(t);
+      std::vector<uint8_t> act(ActivationRowBytes(f, n_in));
+      const auto x = RandomFloats(rng, n_in);
+      QuantizeActivationRow(f, x.data(), n_in, act.data());
+      for (Isa isa : SupportedIsas()) {
+        for (int64_t rows = 1; rows <= max_rows; ++rows) {
+          std::vector<float> y(rows + 8, -1.0f);  // 8 canaries: a tile pads to at most 8 rows
+          GetTileFn(t, isa, n_in)(w.data(), ws, rows, act.data(), 0, 1, n_in, y.data(), 1);
+          int64_t mismatches = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            mismatches += Bits(y[r]) != Bits(VecDot(t, packed.data() + r * rb, act.data(), n_in, Isa::kScalar));
+          EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
+                                   << " rows=" << rows;
+          for (int64_t i = rows; i < rows + 8; ++i)
+            EXPECT_EQ(y[i], -1.0f) << "wrote past the tile: " << TensorTypeName(t) << " " << IsaName(isa)
+                                   << " rows=" << rows;
         }
       }
     }

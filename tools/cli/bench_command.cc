@@ -1,5 +1,7 @@
 #include "bench_command.h"
 
+#include "bench_memory.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,18 +92,36 @@ int RunBench(const BenchOptions& o) {
 
   std::fprintf(stderr, "llamay: %s kernels (LLAMAY_ISA=scalar|avx2|avx512 caps the level)\n",
                std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
-  std::printf("| %-36s | %10s | %8s | %7s | %6s | %20s |\n", "model", "size", "params", "threads", "test", "t/s");
-  std::printf("| %s | %s: | %s: | %s: | %s: | %s: |\n", std::string(36, '-').c_str(), std::string(9, '-').c_str(),
-              std::string(7, '-').c_str(), std::string(6, '-').c_str(), std::string(5, '-').c_str(),
-              std::string(19, '-').c_str());
+  // tg rows also show the decode memory bound: weight bytes one step reads, the rate that implies, and
+  // that as a fraction of the read bandwidth measured here, now, with the same thread count.
+  const uint64_t step_bytes = DecodeWeightBytes(model.file());
+  ReadBandwidth bw;
+  if (o.tg > 0) {
+    std::fprintf(stderr, "measuring memory read bandwidth with %d threads...\n", model.n_threads());
+    bw = MeasureReadBandwidth(model.n_threads());
+  }
+  std::printf("| %-36s | %10s | %8s | %7s | %6s | %20s | %9s | %7s | %7s |\n", "model", "size", "params", "threads",
+              "test", "t/s", "MiB/token", "GB/s", "of bw");
+  std::printf("| %s | %s: | %s: | %s: | %s: | %s: | %s: | %s: | %s: |\n", std::string(36, '-').c_str(),
+              std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(6, '-').c_str(),
+              std::string(5, '-').c_str(), std::string(19, '-').c_str(), std::string(8, '-').c_str(),
+              std::string(6, '-').c_str(), std::string(6, '-').c_str());
   auto row = [&](const std::string& test, const std::vector<double>& tps) {
     const auto [lo, hi] = std::minmax_element(tps.begin(), tps.end());
     char tpsbuf[64];
     std::snprintf(tpsbuf, sizeof tpsbuf, "%.1f (%.1f-%.1f)", Median(tps), *lo, *hi);
     char params_buf[32];
     std::snprintf(params_buf, sizeof params_buf, "%.1fM", static_cast<double>(params) / 1e6);
-    std::printf("| %-36s | %10s | %8s | %7d | %6s | %20s |\n", label.c_str(),
-                FormatBytes(model.file().bytes().size()).c_str(), params_buf, model.n_threads(), test.c_str(), tpsbuf);
+    char mib[16] = "", gbs[16] = "", frac[16] = "";
+    if (test.rfind("tg", 0) == 0) {
+      const double rate = static_cast<double>(step_bytes) * Median(tps);
+      std::snprintf(mib, sizeof mib, "%.2f", static_cast<double>(step_bytes) / (1 << 20));
+      std::snprintf(gbs, sizeof gbs, "%.1f", rate / 1e9);
+      if (bw.bytes_per_s > 0) std::snprintf(frac, sizeof frac, "%.2f", rate / bw.bytes_per_s);
+    }
+    std::printf("| %-36s | %10s | %8s | %7d | %6s | %20s | %9s | %7s | %7s |\n", label.c_str(),
+                FormatBytes(model.file().bytes().size()).c_str(), params_buf, model.n_threads(), test.c_str(), tpsbuf,
+                mib, gbs, frac);
     std::fflush(stdout);
   };
   if (o.pp > 0) {
@@ -128,6 +148,9 @@ int RunBench(const BenchOptions& o) {
     });
     if (!tps.ok()) return Fail(tps.status(), kExitFailure);
     row("tg" + std::to_string(o.tg), *tps);
+    std::printf("\nread bandwidth: %.1f GB/s (%d threads, median of 5 passes over %s; last-level cache %s)\n",
+                bw.bytes_per_s / 1e9, model.n_threads(), FormatBytes(bw.buffer_bytes).c_str(),
+                bw.llc_bytes > 0 ? FormatBytes(bw.llc_bytes).c_str() : "unknown");
   }
   return kExitOk;
 }
