@@ -191,6 +191,21 @@ TEST(Digest, Sha256KnownValue) {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(Hex, DigestsRoundTripAndBadTextIsRefused) {
+  const Digest d = Sha256Of("abc", 3);
+  EXPECT_EQ(DigestFromHex(DigestHex(d)), d);
+  std::string upper = DigestHex(d);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(DigestFromHex(upper), d);
+  EXPECT_FALSE(DigestFromHex(DigestHex(d).substr(1)).has_value());
+  std::string bad = DigestHex(d);
+  bad[10] = 'g';
+  EXPECT_FALSE(DigestFromHex(bad).has_value());
+  const uint8_t bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+  EXPECT_EQ(HexOf(bytes), "000fa5ff");
+  EXPECT_EQ(HexOf({}), "");
+}
+
 TEST(File, AtomicWriteReplacesAndLeavesNoTemporary) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("llamay_file_test_" + std::to_string(::getpid()));

@@ -35,14 +35,31 @@ Digest Sha256Of(const void* data, size_t n) {
   return h.Finish();
 }
 
-std::string DigestHex(const Digest& d) {
+std::string HexOf(std::span<const uint8_t> bytes) {
   static const char* kHex = "0123456789abcdef";
   std::string s;
-  for (uint8_t b : d) {
+  s.reserve(2 * bytes.size());
+  for (uint8_t b : bytes) {
     s += kHex[b >> 4];
     s += kHex[b & 15];
   }
   return s;
+}
+
+std::string DigestHex(const Digest& d) { return HexOf(d); }
+
+std::optional<Digest> DigestFromHex(std::string_view hex) {
+  if (hex.size() != 64) return std::nullopt;
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  Digest d{};
+  for (size_t i = 0; i < 32; ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    d[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return d;
 }
 
 }  // namespace llamay

@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace llamay {
 
@@ -29,6 +32,10 @@ class Sha256 {
 
 Digest Sha256Of(const void* data, size_t n);
 std::string DigestHex(const Digest& d);
+// Lowercase hex of any bytes (DigestHex is this for a digest).
+std::string HexOf(std::span<const uint8_t> bytes);
+// The digest DigestHex wrote: 64 hex digits, either case; nullopt otherwise.
+std::optional<Digest> DigestFromHex(std::string_view hex);
 
 }  // namespace llamay
 

@@ -41,15 +41,7 @@ ChunkHash HashOf(std::span<const uint8_t> bytes) {
   return out;
 }
 
-std::string Hex(const ChunkHash& h) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : h) {
-    s += kDigits[b >> 4];
-    s += kDigits[b & 15];
-  }
-  return s;
-}
+std::string Hex(const ChunkHash& h) { return HexOf(h); }
 
 struct Chunk {
   uint64_t size = 0;
@@ -244,16 +236,8 @@ Result<std::vector<Digest>> SnapshotStore::Models() const {
       hex.insert(o.name.substr(at, 64));
   }
   std::vector<Digest> out;
-  for (const std::string& h : hex) {
-    Digest d{};
-    bool ok = true;
-    for (size_t i = 0; i < 32 && ok; ++i) {
-      unsigned v = 0;
-      ok = std::sscanf(h.c_str() + 2 * i, "%2x", &v) == 1;
-      d[i] = static_cast<uint8_t>(v);
-    }
-    if (ok) out.push_back(d);
-  }
+  for (const std::string& h : hex)
+    if (auto d = DigestFromHex(h)) out.push_back(*d);
   return out;
 }
 

@@ -27,15 +27,7 @@ Md5 Md5Of(std::span<const uint8_t> bytes) {
   return out;
 }
 
-std::string Hex(std::span<const uint8_t> bytes) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) {
-    s += kHex[b >> 4];
-    s += kHex[b & 15];
-  }
-  return s;
-}
+std::string Hex(std::span<const uint8_t> bytes) { return HexOf(bytes); }
 
 std::string Base64(std::span<const uint8_t> bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');

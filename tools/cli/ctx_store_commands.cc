@@ -33,14 +33,9 @@ Result<std::unique_ptr<engine::SnapshotStore>> Open(const std::string& url) {
 }
 
 Result<Digest> ParseDigest(const std::string& hex) {
-  Digest d{};
-  if (hex.size() != 64) return InvalidArgumentError("--model-digest takes the 64 hex digits ctx ls prints");
-  for (size_t i = 0; i < 32; ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return InvalidArgumentError("--model-digest: not hex");
-    d[i] = static_cast<uint8_t>(v);
-  }
-  return d;
+  auto d = DigestFromHex(hex);
+  if (!d) return InvalidArgumentError("--model-digest takes the 64 hex digits ctx ls prints");
+  return *d;
 }
 
 int RunPush(const StoreArgs& a) {
