@@ -9,15 +9,11 @@
 // reduced and scaled per super-block exactly as the AVX2 kernel does. One token (decode) stays on the AVX2
 // kernel, which is bound by reading the weights.
 #if defined(__x86_64__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels/avx2_util.h"
+#include "kernels/avx512_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 
-#define LLAMAY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define LLAMAY_AVX512_INLINE \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
 
 namespace llamay::kernels {
 namespace {

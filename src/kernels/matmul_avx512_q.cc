@@ -15,18 +15,13 @@
 // d_w * d_a, then add), and reduced at the end with the same Reduce8, so the bits do not change; the
 // kernel only does half the instructions per (row, token) pair, and the VNNI dot replaces three.
 #if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized reports once inlined.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <vector>
 
 #include "kernels/avx2_util.h"
+#include "kernels/avx512_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 
-#define LLAMAY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define LLAMAY_AVX512_INLINE \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
 
 namespace llamay::kernels {
 namespace {

@@ -15,18 +15,14 @@
 // (AVX2: int16 pair sums, subtracted before vpmaddwd; AVX-512: -8 x group sums as the vpdpbusd start).
 // The f16 scales of 8 rows are gathered with scalar loads into one vector and converted together.
 #if defined(__x86_64__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <cstring>
 #include <vector>
 
 #include "kernels/avx2_util.h"
+#include "kernels/avx512_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 
-#define LLAMAY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define LLAMAY_AVX512_INLINE \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"), always_inline)) inline
 
 namespace llamay::kernels {
 namespace {
