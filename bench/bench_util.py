@@ -1,6 +1,6 @@
 """Helpers the side-by-side bench scripts share: a free loopback port, the synthetic peer-shape model,
 waiting for a server to answer. Standard library only."""
-import os, socket, subprocess, sys, time
+import os, shutil, socket, subprocess, sys, time
 
 
 def free_port():
@@ -31,3 +31,12 @@ def wait_up(client, proc, what, path="/health"):
         except Exception:
             time.sleep(0.1)
     sys.exit(f"{what} did not come up")
+
+
+def stop(procs, tmp):
+    """Terminates the processes a script started (the last started first) and removes its scratch folder."""
+    for p in reversed(procs):
+        p.terminate()
+    for p in procs:
+        p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -14,7 +14,7 @@ interleaved per length:
 Prints one table with both, the file sizes and the ratios (llamay / llama.cpp: below 1 is faster).
 Standard library only.
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, os, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -22,7 +22,7 @@ SHARED = os.path.join(ROOT, "..", "shared")
 sys.path.insert(0, os.path.join(SHARED, "bench"))
 sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
-from bench_util import free_port, peer_model, wait_up  # noqa: E402
+from bench_util import free_port, peer_model, stop, wait_up  # noqa: E402
 
 
 def llamay_case(cl, text, reps):
@@ -94,11 +94,7 @@ def main():
                   f"{pfirst:.2f} | {lname_first:.2f} | {lname_first / pfirst:.2f} | {lfirst:.2f} | {lfirst / pfirst:.2f} | "
                   f"{lsize / 1e6:.1f} MB | {psize / 1e6:.1f} MB | {lcold / lname:.0f}x | {pcold / prest:.0f}x |", flush=True)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop(procs, tmp)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,14 @@ Median of --reps. Standard library only. The store is a directory, or with --s3 
 (tests/e2e/lib/s3_fault_server.mjs, no faults: it checks every request's SigV4 signature), which needs node
 and tests/e2e/node_modules (scripts/setup).
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, os, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "..", "shared", "bench"))
 sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
-from bench_util import free_port, peer_model, wait_up  # noqa: E402
+from bench_util import free_port, peer_model, stop, wait_up  # noqa: E402
 
 
 def start(llamay, model, store, threads, share=True, env=None):
@@ -95,11 +95,7 @@ def main():
             print(f"| {ctx['tokens']} | {full['bytes_sent'] / 1e6:.2f} MB | {forked['bytes_sent'] / 1e6:.2f} MB | "
                   f"{forked['bytes_sent'] / full['bytes_sent']:.2f} | {m:.1f} | {k:.1f} | {c:.1f} | {c / m:.1f}x |", flush=True)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop(procs, tmp)
 
 
 if __name__ == "__main__":

@@ -13,21 +13,6 @@ using avx2::F16;
 using avx2::HsumI32;
 using avx2::Load256;
 
-// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block (UnpackScaleMinK4 for all j at once, on
-// 32-bit words): byte j of *sc and *mn is sub-block j's. With a, b, c the words at scales[0], [4], [8]:
-// j < 4 keeps the low 6 bits of a (scale) and b (min); j >= 4 takes the nibbles of c and, as bits 4-5,
-// the top 2 bits of a (scale) and b (min).
-inline void UnpackScalesMinsK4(const uint8_t* scales, uint64_t* sc, uint64_t* mn) {
-  uint32_t a, b, c;
-  __builtin_memcpy(&a, scales, 4);
-  __builtin_memcpy(&b, scales + 4, 4);
-  __builtin_memcpy(&c, scales + 8, 4);
-  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
-  const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
-  *sc = (a & 0x3F3F3F3Fu) | (static_cast<uint64_t>(sc_hi) << 32);
-  *mn = (b & 0x3F3F3F3Fu) | (static_cast<uint64_t>(mn_hi) << 32);
-}
-
 // Prefetches the cache lines of a block kPrefetchAhead bytes past p. Decode streams the weights from memory
 // and a tile reads its rows a block at a time, too slowly for the hardware prefetcher alone; rows are
 // usually contiguous, so this reaches into the rows of the next tiles. kernels_bench BM_DecodeStream, one

@@ -20,18 +20,6 @@ namespace {
 
 using avx2::F16;
 
-// As UnpackScaleMinK4 for all eight sub-blocks (see matmul_avx2_k.cc): byte j of *sc / *mn.
-inline void ScalesMins(const uint8_t* scales, uint64_t* sc, uint64_t* mn) {
-  uint32_t a, b, c;
-  __builtin_memcpy(&a, scales, 4);
-  __builtin_memcpy(&b, scales + 4, 4);
-  __builtin_memcpy(&c, scales + 8, 4);
-  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
-  const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
-  *sc = (a & 0x3F3F3F3Fu) | (static_cast<uint64_t>(sc_hi) << 32);
-  *mn = (b & 0x3F3F3F3Fu) | (static_cast<uint64_t>(mn_hi) << 32);
-}
-
 LLAMAY_AVX512_INLINE __m512i WordBroadcastMask512(int j) {
   return _mm512_set1_epi16(static_cast<short>((2 * j) | ((2 * j + 1) << 8)));
 }
@@ -77,7 +65,7 @@ struct Q4KAvx512Kernel {
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockQ4_K*>(w + r * ws) + b;
         uint64_t sc8, mn8;
-        ScalesMins(blk[r]->scales, &sc8, &mn8);
+        UnpackScalesMinsK4(blk[r]->scales, &sc8, &mn8);
         const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn8));
         mins16[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
         scales16[r] = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));

@@ -92,6 +92,21 @@ inline void UnpackScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t*
   }
 }
 
+// UnpackScaleMinK4 for all eight sub-blocks at once, on 32-bit words (the vector kernels): byte j of *sc
+// and *mn is sub-block j's scale and min. With a, b, c the words at scales[0], [4], [8]: j < 4 keeps the
+// low 6 bits of a (scale) and b (min); j >= 4 takes the nibbles of c and, as bits 4-5, the top 2 bits of
+// a (scale) and b (min).
+inline void UnpackScalesMinsK4(const uint8_t* scales, uint64_t* sc, uint64_t* mn) {
+  uint32_t a, b, c;
+  __builtin_memcpy(&a, scales, 4);
+  __builtin_memcpy(&b, scales + 4, 4);
+  __builtin_memcpy(&c, scales + 8, 4);
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  *sc = (a & 0x3F3F3F3Fu) | (static_cast<uint64_t>(sc_hi) << 32);
+  *mn = (b & 0x3F3F3F3Fu) | (static_cast<uint64_t>(mn_hi) << 32);
+}
+
 }  // namespace llamay::kernels
 
 #endif  // LLAMAY_KERNELS_QUANT_BLOCKS_H_
