@@ -176,6 +176,8 @@ class FaultServer {
 class S3StoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // A fault server that dies must fail the test that talks to it, not kill the binary with SIGPIPE.
+    ::signal(SIGPIPE, SIG_IGN);
     skip_reason_ = MissingPrerequisite();
     if (skip_reason_.empty()) server_ = new FaultServer();
   }

@@ -83,6 +83,7 @@ function resetStats() {
 resetStats();
 
 function xmlError(res, status, code, message) {
+  if (res.headersSent) return res.destroy();  // already answering: the client sees a cut response
   const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message>` +
     `<RequestId>llamay-fault-proxy</RequestId></Error>`;
   res.writeHead(status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) });
@@ -184,12 +185,17 @@ async function handle(req, res, body) {
   const upstreamBody = faulted && fault.mode === 'corrupt' && body.length > 0 ? flipByte(body) : body;
 
   // Checked above; s3rver would refuse any access key but its own, so it gets the request unsigned.
+  // A fresh connection per request (agent: false): a kept-alive socket that s3rver closes just as it is
+  // reused fails with ECONNRESET, sometimes after the response has arrived, and the proxy would then
+  // answer twice.
   const headers = { ...req.headers };
   delete headers.authorization;
-  const up = http.request({ host: '127.0.0.1', port: s3Port, method: req.method, path: req.url, headers }, (ur) => {
+  delete headers.connection;
+  const up = http.request({ host: '127.0.0.1', port: s3Port, method: req.method, path: req.url, headers, agent: false }, (ur) => {
     const chunks = [];
     ur.on('data', (c) => chunks.push(c));
     ur.on('end', () => {
+      if (res.headersSent || res.destroyed) return;
       let out = Buffer.concat(chunks);
       const h = { ...ur.headers };
       delete h['transfer-encoding'];
