@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <future>
+#include <limits>
 
 #include "sampling/logprobs.h"
+#include "tokenizer/detokenizer.h"
 
 namespace llamay::engine {
 
@@ -41,6 +43,14 @@ struct Engine::Seq {
   // been captured (so a resumed prefill may reuse them from the tree, and no more).
   std::vector<PromptLogprob> prompt_lps;
   std::vector<float> final_logits;  // Request::return_logits
+  // Generated text: the detokenizer, the text not yet in an event (it might begin a stop sequence), the
+  // longest stop sequence, and whether a stop sequence ended the text (nothing after it is sent).
+  std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
+  std::string unsent;
+  size_t max_stop = 0;
+  bool text_closed = false;
+  size_t code_points = 0;  // in the detokenizer's output so far
+  std::vector<float> scratch;  // the processors' copy of a step's logits
   size_t prompt_base = 0;
   size_t lp_next = 0;
   bool wants_prompt_logprobs() const { return req.prompt_logprobs >= 0 && !prefilled; }
@@ -128,6 +138,29 @@ void Engine::CancelAll() {
   cv_.notify_all();
 }
 
+Result<std::shared_ptr<const grammar::Vocabulary>> Engine::GrammarVocabulary(
+    const std::vector<std::string>& special_texts) {
+  std::lock_guard l(vocab_mu_);
+  if (auto it = vocabs_.find(special_texts); it != vocabs_.end()) return it->second;
+  const int32_t n = static_cast<int32_t>(model_->hparams().n_vocab);
+  std::vector<std::string> bytes(static_cast<size_t>(n));
+  std::vector<int32_t> ends;
+  for (int32_t id = 0; id < n; ++id) {
+    if (tokenizer_->IsEog(id)) {
+      ends.push_back(id);
+    } else if (tokenizer_->IsControl(id)) {
+      const std::string& text = tokenizer_->TokenText(id);
+      if (std::find(special_texts.begin(), special_texts.end(), text) != special_texts.end()) bytes[id] = text;
+    } else {
+      bytes[id] = tokenizer_->TokenToPiece(id);
+    }
+  }
+  LLAMAY_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Vocabulary> v,
+                          grammar::Vocabulary::Build(std::move(bytes), std::move(ends)));
+  vocabs_.emplace(special_texts, v);
+  return v;
+}
+
 size_t Engine::queue_depth() const {
   std::lock_guard l(mu_);
   return queue_.size();
@@ -145,6 +178,7 @@ Result<Completion> Engine::Generate(Request request, bool keep_context, const st
   auto result = std::make_shared<Completion>();
   Result<uint64_t> id = Submit(std::move(request), [done, result, keep_context](Event& e) {
     if (e.token >= 0) result->tokens.push_back(e.token);
+    result->text += e.text;
     if (!e.prompt_logprobs.empty()) result->prompt_logprobs = std::move(e.prompt_logprobs);
     if (!e.logits.empty()) result->logits = std::move(e.logits);
     if (!e.finished) return true;
@@ -229,6 +263,13 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
   auto sampler = sampling::Sampler::Create(r.sampling);
   if (!sampler.ok()) return Finish(s, FinishReason::kError, sampler.status());
   s.sampler = std::make_unique<sampling::Sampler>(std::move(*sampler));
+  s.detok = std::make_unique<tokenizer::StreamingDetokenizer>(*tokenizer_);
+  for (const std::string& stop : r.stop) {
+    if (stop.empty()) return Finish(s, FinishReason::kError, InvalidArgumentError("a stop sequence is empty"));
+    s.max_stop = std::max(s.max_stop, stop.size());
+  }
+  for (const auto& p : r.processors)
+    if (!p) return Finish(s, FinishReason::kError, InvalidArgumentError("a logits processor is null"));
   for (int32_t t : r.prompt)
     if (t < 0 || static_cast<uint32_t>(t) >= model_->hparams().n_vocab)
       return Finish(s, FinishReason::kError,
@@ -277,7 +318,8 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
     // The stored logits are what a forward pass over the context's last position gave: sample from them.
     s.prefilled = true;
     const std::vector<float> logits = std::move(r.context_logits);
-    Emit(s, s.sampler->Sample(logits, s.history), logits);
+    const int32_t t = SampleNext(s, logits);
+    if (t >= 0) Emit(s, t, logits);
   }
 }
 
@@ -332,7 +374,16 @@ void Engine::Step() {
     if (inputs[i].all_logits) CapturePromptLogprobs(s, s.ctx.size() - n, mine);
     const std::span<const float> last = mine.subspan((rows - 1) * V);
     s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(n));
-    if (!s.pending.empty()) continue;  // prefill continues next step
+    if (!s.pending.empty()) {  // prefill continues next step
+      if (s.req.report_progress && !s.prefilled) {
+        Event e;
+        e.usage = s.usage;
+        const size_t todo = s.usage.prompt_tokens - s.usage.cached_tokens;
+        e.prefilled = todo - std::min(todo, s.pending.size());  // (a resumed request recomputes more)
+        if (!s.sink(e)) Finish(s, FinishReason::kCancelled);
+      }
+      continue;
+    }
     if (!s.prefilled) {
       s.prefilled = true;
       if (s.req.prompt_logprobs >= 0) {
@@ -353,8 +404,58 @@ void Engine::Step() {
         continue;
       }
     }
-    Emit(s, s.sampler->Sample(last, s.history), last);
+    const int32_t t = SampleNext(s, last);
+    if (t >= 0) Emit(s, t, last);
   }
+}
+
+int32_t Engine::SampleNext(Seq& s, std::span<const float> raw) {
+  if (s.req.processors.empty()) return s.sampler->Sample(raw, s.history);
+  std::vector<float>& logits = s.scratch;
+  logits.assign(raw.begin(), raw.end());
+  for (auto& p : s.req.processors) {
+    Status st = p->Process(logits);
+    if (!st.ok()) {
+      Finish(s, FinishReason::kError, st);
+      return -1;
+    }
+  }
+  if (std::none_of(logits.begin(), logits.end(), [](float v) { return v != -std::numeric_limits<float>::infinity(); })) {
+    Finish(s, FinishReason::kError, FailedPreconditionError("the logits processors allow no token at all"));
+    return -1;
+  }
+  const int32_t token = s.sampler->Sample(logits, s.history);
+  for (auto& p : s.req.processors) {
+    Status st = p->Accept(token);
+    if (!st.ok()) {
+      Finish(s, FinishReason::kError, st);
+      return -1;
+    }
+  }
+  return token;
+}
+
+std::string Engine::TextOf(Seq& s, int32_t token, bool* stopped) {
+  *stopped = false;
+  if (s.text_closed) return "";
+  const std::string piece = s.detok->Push(token);
+  for (const char c : piece) s.code_points += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  s.unsent += piece;
+  size_t cut = std::string::npos;
+  for (const std::string& stop : s.req.stop) cut = std::min(cut, s.unsent.find(stop));
+  if (cut != std::string::npos) {
+    *stopped = true;
+    s.text_closed = true;
+    std::string out = s.unsent.substr(0, cut);
+    s.unsent.clear();
+    return out;
+  }
+  // Hold back what could still become a stop sequence, and never split a character.
+  size_t ready = s.unsent.size() - std::min(s.unsent.size(), s.max_stop > 0 ? s.max_stop - 1 : 0);
+  while (ready > 0 && ready < s.unsent.size() && (static_cast<uint8_t>(s.unsent[ready]) & 0xC0) == 0x80) --ready;
+  std::string out = s.unsent.substr(0, ready);
+  s.unsent.erase(0, ready);
+  return out;
 }
 
 void Engine::CapturePromptLogprobs(Seq& s, size_t start, std::span<const float> rows) {
@@ -402,11 +503,15 @@ void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   ++s.usage.completion_tokens;
   Event e;
   e.token = token;
+  e.text_offset = s.code_points;
+  bool stopped = false;
+  e.text = TextOf(s, token, &stopped);
   if (s.req.top_logprobs >= 0) {
     e.logprob = sampling::TokenLogprob(logits, token);
     e.top_logprobs = sampling::TopLogprobs(logits, s.req.top_logprobs);
   }
   if (!s.sink(e)) return Finish(s, FinishReason::kCancelled);
+  if (stopped) return Finish(s, FinishReason::kStop);
   if (s.usage.completion_tokens >= static_cast<size_t>(s.req.max_tokens)) return Finish(s, FinishReason::kLength);
   s.pending.assign(1, token);
   // The context is full: the token is emitted, but cannot be run through the model (it stays the tail).
@@ -486,6 +591,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.reason = reason;
   e.usage = s.usage;
   e.error = std::move(error);
+  if (reason != FinishReason::kError && s.detok && !s.text_closed) e.text = std::move(s.unsent) + s.detok->Flush();
   if (reason == FinishReason::kLength) e.logits = std::move(s.final_logits);
   if (s.session || s.req.max_tokens == 0) {
     e.context = std::move(s.ctx);

@@ -19,6 +19,11 @@
 // Overload: at most max_active requests run and at most max_queue wait; Submit refuses more with
 // kUnavailable and leaves the request (and its session context) with the caller.
 //
+// One decode loop for every surface: a request carries its sampling parameters, a chain of logits
+// processors (logits_processor.h: a grammar constraint, for one) applied before the sampler, and its stop
+// sequences. The engine detokenizes what it generates: events carry text that is whole UTF-8 characters,
+// with any stop sequence and what follows it cut off.
+//
 // Thread-safety: Submit/Cancel/Generate are thread-safe. Sinks run on the scheduler thread and must not
 // block; a sink returning false cancels its request.
 #ifndef LLAMAY_ENGINE_ENGINE_H_
@@ -30,11 +35,15 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "base/status.h"
+#include "engine/logits_processor.h"
+#include "grammar/vocabulary.h"
 #include "kv/cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -95,6 +104,15 @@ struct Request {
   // max_tokens == 0: the final event carries the next-token logits of the last position processed (what
   // a snapshot stores so that its restore can sample without a forward pass).
   bool return_logits = false;
+  // Applied in order to every step's logits before sampling (logits_processor.h). Logprobs still report
+  // the model's own logits (before processors, as before penalties and filters).
+  std::vector<std::unique_ptr<LogitsProcessor>> processors;
+  // Generation ends (kStop) where the text first contains one of these; the text is cut before it. The
+  // token that completed it is in the context (a session's tail) and counted, as llama.cpp and vLLM do.
+  std::vector<std::string> stop;
+  // Progress events during the prefill (a progress bar): after each chunk, an event (token -1, not final)
+  // whose `prefilled` says how many of the request's new tokens have been processed.
+  bool report_progress = false;
 };
 
 // One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
@@ -112,11 +130,19 @@ struct Usage {
 
 struct Event {
   int32_t token = -1;  // a generated token; -1 in a final event without one
+  // Generated text now ready: whole UTF-8 characters, none of a stop sequence. Text that might still
+  // begin a stop sequence (or an incomplete character) is held back until it cannot, or until the final
+  // event, which carries the rest. The texts of all events together are the answer.
+  std::string text;
+  // A generated token's place in the text: the code points generated before it (OpenAI's text_offset).
+  size_t text_offset = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top_logprobs;
   // Request::prompt_logprobs: one event (token -1, not final) when the prefill ends, before any token;
   // entry i is prompt[i + 1]'s.
   std::vector<PromptLogprob> prompt_logprobs;
+  // Request::report_progress: new tokens processed so far, of usage.prompt_tokens - usage.cached_tokens.
+  size_t prefilled = 0;
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   Usage usage;          // final events
@@ -136,6 +162,7 @@ using Sink = std::function<bool(Event&)>;
 
 struct Completion {
   std::vector<int32_t> tokens;
+  std::string text;  // the events' texts together
   FinishReason reason = FinishReason::kNone;
   Usage usage;
   kv::Context context;
@@ -175,6 +202,10 @@ class Engine {
 
   const model::Model& model() const { return *model_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The vocabulary as grammars see it (grammar/vocabulary.h), built on first use and shared: each token's
+  // bytes, end-of-generation tokens as end tokens, control tokens empty (never allowed), except those whose
+  // text is in `special_texts` (a tool-call format's markers, such as <|python_tag|>), which keep it.
+  Result<std::shared_ptr<const grammar::Vocabulary>> GrammarVocabulary(const std::vector<std::string>& special_texts = {});
   kv::Cache& cache() { return *cache_; }
   size_t queue_depth() const;
   size_t active() const;
@@ -195,6 +226,8 @@ class Engine {
   // Puts a session back as it came (after an error, or before a preempted request waits).
   void ReturnSession(Seq& s);
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
+  // Detokenizes `token` into s's text; the part ready to send, and whether a stop sequence ended it.
+  std::string TextOf(Seq& s, int32_t token, bool* stopped);
   // Records the prompt logprobs that a prefill chunk's rows (one per position from `start`) give.
   void CapturePromptLogprobs(Seq& s, size_t start, std::span<const float> rows);
   void Finish(Seq& s, FinishReason reason, Status error = Status::Ok());
@@ -202,8 +235,14 @@ class Engine {
   void Pin(const kv::Context& ctx);
   void Resume(Seq& s);
 
+  // Runs the processors (on a copy) and the sampler on a step's logits: the token, or -1 after finishing
+  // the request with the error.
+  int32_t SampleNext(Seq& s, std::span<const float> logits);
+
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::mutex vocab_mu_;
+  std::map<std::vector<std::string>, std::shared_ptr<const grammar::Vocabulary>> vocabs_;  // GUARDED_BY(vocab_mu_)
   std::unique_ptr<kv::Cache> cache_;
   const EngineOptions options_;
   mutable std::mutex mu_;

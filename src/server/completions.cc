@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <deque>
 
+#include "engine/grammar_constraint.h"
 #include "server/chat_prompt.h"
 #include "server/connection_watch.h"
 #include "server/http_util.h"
 #include "server/logprobs_json.h"
+#include "server/structured_output.h"
 #include "template/chat_template.h"
 #include "tokenizer/detokenizer.h"
 
@@ -34,6 +36,9 @@ struct Params {
   bool ignore_eos = false;
   std::string session;
   bool retain_prefix = false;
+  // response_format, json_schema or grammar (structured_output.h); null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::shared_ptr<const grammar::Vocabulary> vocabulary;  // with `grammar`
 };
 
 // body[key] as T, or `fallback` when the key is absent or null (clients send null for "unset").
@@ -64,7 +69,7 @@ Status OptInt(const json& body, const char* key, int64_t lo, int64_t hi, T* out)
   return Status::Ok();
 }
 
-Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
+Status ParseParams(Server& server, const json& body, const std::string& raw, bool chat, Params* p) {
   engine::Engine& engine = server.engine();
   p->chat = chat;
   p->max_tokens = chat ? server.options().default_max_tokens : 16;
@@ -153,6 +158,10 @@ Status ParseParams(Server& server, const json& body, bool chat, Params* p) {
   } catch (const json::exception& e) {
     return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
   }
+  LLAMAY_ASSIGN_OR_RETURN(p->grammar, RequestGrammar(body, raw));
+  if (p->grammar) {
+    LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, engine.GrammarVocabulary());
+  }
   if (p->prompt.empty() && p->session.empty()) return InvalidArgumentError("the prompt is empty");
   if (!p->session.empty() && p->n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
   if (!p->session.empty() && p->echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
@@ -182,13 +191,11 @@ struct Channel {
 
 struct Choice {
   uint64_t id = 0;
-  std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
   std::string text;  // the echoed prompt, then what was generated so far (stop strings cut off)
   size_t sent = 0;   // bytes of text already streamed
-  size_t echo_bytes = 0;  // the echoed prompt's part of text: never held back, never searched for stops
   std::vector<LogprobEntry> logprobs;
   size_t logprobs_sent = 0;  // entries already streamed
-  size_t counted_bytes = 0, code_points = 0;  // CodePoints(text[0, counted_bytes)), kept up to date
+  size_t echo_code_points = 0;  // of the echoed prompt that starts the text
   bool done = false;
   bool started = false;  // an event (a token or the end) has arrived
   std::string finish;
@@ -206,7 +213,6 @@ struct Job {
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
   size_t prefill_cached = 0;
   Status error;
-  size_t max_stop = 0;
   std::vector<size_t> prompt_offsets;  // echo: code points of the text before each prompt token
 };
 
@@ -229,46 +235,27 @@ void AddPromptLogprobs(Job& job, Choice& c, std::vector<engine::PromptLogprob>& 
 }
 
 // Applies one event to its choice. Returns new text ready to send (stream mode).
-std::string Apply(Server& server, Job& job, int ci, engine::Event& e) {
+std::string Apply(Job& job, int ci, engine::Event& e) {
   Choice& c = job.choices[static_cast<size_t>(ci)];
   c.started = true;
   if (c.done) return "";
   if (e.token < 0 && !e.finished && job.p.echo && job.p.top_logprobs >= 0)  // the prefill's prompt logprobs
     AddPromptLogprobs(job, c, e.prompt_logprobs);
-  if (e.token >= 0) {
-    c.code_points += CodePoints(std::string_view(c.text).substr(c.counted_bytes));
-    c.counted_bytes = c.text.size();
-    const size_t offset = c.code_points;
-    c.text += c.detok->Push(e.token);
-    if (job.p.top_logprobs >= 0) c.logprobs.push_back({e.token, e.logprob, std::move(e.top_logprobs), offset});
-  }
+  if (e.token >= 0 && job.p.top_logprobs >= 0)
+    c.logprobs.push_back({e.token, e.logprob, std::move(e.top_logprobs), c.echo_code_points + e.text_offset});
+  // The engine cut the text at any stop sequence and holds back what might begin one.
+  c.text += e.text;
   if (e.finished) {
-    c.text += c.detok->Flush();
     c.usage = e.usage;
     c.done = true;
     c.finish = FinishName(e.reason);
     if (e.reason == engine::FinishReason::kError && job.error.ok()) job.error = e.error;
-    // Not cancelled here (a stop string marks its choice done first): the server is shutting down.
+    // The server is shutting down.
     if (e.reason == engine::FinishReason::kCancelled && job.error.ok()) job.error = CancelledStatus();
   }
-  // Stop strings: cut at the first one and stop the request.
-  for (const auto& s : job.p.stop) {
-    const size_t at = c.text.find(s, std::max(c.echo_bytes, c.sent > s.size() ? c.sent - s.size() : 0));
-    if (at != std::string::npos) {
-      c.text.resize(at);
-      if (!c.done) server.engine().Cancel(c.id);
-      c.done = true;
-      c.finish = "stop";
-      break;
-    }
-  }
-  // Hold back what could still become a stop string.
-  size_t ready = c.text.size();
-  if (!c.done && job.max_stop > 1)
-    ready = std::max(c.echo_bytes, c.text.size() > job.max_stop - 1 ? c.text.size() - (job.max_stop - 1) : 0);
-  if (ready <= c.sent) return "";
-  std::string out = c.text.substr(c.sent, ready - c.sent);
-  c.sent = ready;
+  if (c.text.size() <= c.sent) return "";
+  std::string out = c.text.substr(c.sent);
+  c.sent = c.text.size();
   return out;
 }
 
@@ -284,22 +271,23 @@ json UsageJson(const Job& job) {
           {"llamay_cached_prompt_tokens", cached}};
 }
 
-// echo: each choice's text starts with the prompt's: the text as sent, or else the tokens' pieces through
-// the choice's detokenizer (which goes on into the generated text). Sets job.prompt_offsets.
+// echo: each choice's text starts with the prompt's: the text as sent, or else the tokens' pieces. Sets
+// job.prompt_offsets.
 void StartEcho(const tokenizer::Tokenizer& tok, Job& job) {
   const std::vector<int32_t>& prompt = job.p.prompt;
   std::vector<size_t> bytes;
-  for (size_t k = 0; k < job.choices.size(); ++k) {
-    Choice& c = job.choices[k];
-    if (job.p.prompt_is_text) {
-      c.text = job.p.prompt_text;
-    } else {
-      for (const int32_t t : prompt) {
-        if (k == 0) bytes.push_back(c.text.size());
-        c.text += c.detok->Push(t);
-      }
+  std::string echoed = job.p.prompt_text;
+  if (!job.p.prompt_is_text) {
+    tokenizer::StreamingDetokenizer detok(tok);
+    for (const int32_t t : prompt) {
+      bytes.push_back(echoed.size());
+      echoed += detok.Push(t);
     }
-    c.echo_bytes = c.text.size();
+    echoed += detok.Flush();
+  }
+  for (Choice& c : job.choices) {
+    c.text = echoed;
+    c.echo_code_points = CodePoints(echoed);
   }
   const std::string& text = job.choices[0].text;
   if (job.p.prompt_is_text) bytes = PromptByteOffsets(tok, prompt, text);
@@ -339,10 +327,12 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     r.top_logprobs = job->p.top_logprobs;
     r.ignore_eos = job->p.ignore_eos;
     r.pin_prefix = job->p.retain_prefix;
+    r.stop = job->p.stop;
+    if (job->p.grammar)
+      r.processors.push_back(std::make_unique<engine::GrammarConstraint>(job->p.grammar, job->p.vocabulary));
     return r;
   };
   job->choices.resize(static_cast<size_t>(job->p.n));
-  for (auto& c : job->choices) c.detok = std::make_unique<tokenizer::StreamingDetokenizer>(engine.tokenizer());
   if (job->p.echo) StartEcho(engine.tokenizer(), *job);
   const bool echo_logprobs = job->p.echo && job->p.top_logprobs >= 0;
   if (!job->p.session.empty()) {
@@ -496,8 +486,7 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
   if (!ParseBody(raw, res, &body)) return;
   auto job = std::make_shared<Job>();
   job->watch = WatchConnection(req);
-  if (Status s = ParseParams(server, body, chat, &job->p); !s.ok()) return SendStatus(res, s);
-  for (const auto& s : job->p.stop) job->max_stop = std::max(job->max_stop, s.size());
+  if (Status s = ParseParams(server, body, raw, chat, &job->p); !s.ok()) return SendStatus(res, s);
   static std::atomic<uint64_t> next{1};
   job->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next++);
   job->model = server.options().model_name;
@@ -523,7 +512,7 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     while (!AllDone(*job) && !started()) {
       std::pair<int, engine::Event> ev;
       if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) {
-        Apply(server, *job, ev.first, ev.second);
+        Apply(*job, ev.first, ev.second);
       } else if (job->watch->Closed()) {  // the client left during the prefill: stop it now
         CancelAll(server, *job);
         return SendStatus(res, CancelledStatus());
@@ -544,7 +533,7 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     res.set_chunked_content_provider("application/json", [&server, job, body, last_write](size_t,
                                                                                            httplib::DataSink& sink) {
       std::pair<int, engine::Event> ev;
-      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(server, *job, ev.first, ev.second);
+      if (job->channel->Pop(&ev, std::chrono::milliseconds(100))) Apply(*job, ev.first, ev.second);
       if (!AllDone(*job)) {
         if (job->watch->Closed()) {
           CancelAll(server, *job);
@@ -598,7 +587,7 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     }
     const size_t ci = static_cast<size_t>(ev.first);
     const bool had_error = ev.second.finished && ev.second.reason == engine::FinishReason::kError;
-    const std::string delta = Apply(server, *job, ev.first, ev.second);
+    const std::string delta = Apply(*job, ev.first, ev.second);
     if (had_error) {
       json err = {{"error", {{"message", job->error.message()}, {"type", "server_error"}}}};
       send(err);

@@ -18,58 +18,13 @@
 #include "base/file.h"
 #include "model/demo_model.h"
 #include "server/http_util.h"
+#include "server/server_test_util.h"
 #include "store/store.h"
 
 namespace llamay::server {
 namespace {
 
 using json = nlohmann::json;
-
-std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {
-  auto m = model::Model::FromFile(std::move(*gguf::File::FromBuffer(model::BuildDemoModel())));
-  EXPECT_TRUE(m.ok());
-  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
-  EXPECT_TRUE(tok.ok());
-  auto e = engine::Engine::Create(std::move(*m), std::move(*tok), o);
-  EXPECT_TRUE(e.ok());
-  return std::move(*e);
-}
-
-class ServerTest : public testing::Test {
- protected:
-  void SetUp() override { Start(); }
-  void Start(ServerOptions o = {}, engine::EngineOptions eo = {}) {
-    server_.reset();
-    engine_ = DemoEngine(eo);
-    o.port = 0;
-    o.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<Server>(engine_.get(), o);
-    ASSERT_TRUE(server_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(60, 0);
-  }
-  void TearDown() override {
-    server_.reset();
-    engine_.reset();
-  }
-  json Post(const std::string& path, const json& body, int want = 200) {
-    auto r = client_->Post(path.c_str(), body.dump(), "application/json");
-    EXPECT_TRUE(r) << path;
-    if (!r) return {};
-    EXPECT_EQ(r->status, want) << path << ": " << r->body;
-    return json::parse(r->body, nullptr, false);
-  }
-  // The text, and with "logprobs" the log probabilities too: the demo model's greedy text soon repeats one
-  // letter, so exactness checks compare the logprobs (floats through JSON, compared exactly) as well.
-  std::string Completion(const json& body) {
-    json c = Post("/v1/completions", body)["choices"][0];
-    return body.contains("logprobs") ? c["text"].get<std::string>() + c["logprobs"].dump() : c["text"].get<std::string>();
-  }
-
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<Server> server_;
-  std::unique_ptr<httplib::Client> client_;
-};
 
 TEST_F(ServerTest, HealthModelsAndMetrics) {
   auto h = client_->Get("/health");

@@ -13,16 +13,6 @@
 namespace llamay::cli {
 namespace {
 
-// "\rprefill [##########..........]  512/1024 tokens" on stderr.
-void DrawProgress(size_t done, size_t total) {
-  constexpr size_t kWidth = 30;
-  const size_t filled = total == 0 ? kWidth : done * kWidth / total;
-  std::string bar(filled, '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\rprefill [%s] %zu/%zu tokens", bar.c_str(), done, total);
-  std::fflush(stderr);
-}
-
 volatile std::sig_atomic_t g_interrupted = 0;
 constexpr int kInterruptedDetail = 130;  // Status::detail() of Interrupted()
 
@@ -32,6 +22,16 @@ extern "C" void OnInterrupt(int sig) {
 }
 
 }  // namespace
+
+// "\rprefill [##########..........]  512/1024 tokens" on stderr.
+void DrawProgress(size_t done, size_t total) {
+  constexpr size_t kWidth = 30;
+  const size_t filled = total == 0 ? kWidth : done * kWidth / total;
+  std::string bar(filled, '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(stderr, "\rprefill [%s] %zu/%zu tokens", bar.c_str(), done, total);
+  std::fflush(stderr);
+}
 
 void InstallInterruptHandler() {
   std::signal(SIGINT, OnInterrupt);

@@ -41,6 +41,9 @@ Result<DecodeStats> Decode(const model::Model& m, const tokenizer::Tokenizer& to
                            kv::Context& ctx, std::vector<float> logits, std::vector<int32_t> history,
                            int n_predict, const std::function<void(const std::string&)>& on_text);
 
+// "\rprefill [##########..........]  512/1024 tokens" on stderr.
+void DrawProgress(size_t done, size_t total);
+
 // Ctrl-C for `run` and `ctx build|restore`: the first SIGINT or SIGTERM sets a flag that Prefill and
 // Decode check between chunks and tokens (they then fail with Interrupted()), so the command stops within
 // one chunk and reports it; a second signal ends the process at once (the default action is restored).

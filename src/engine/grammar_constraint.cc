@@ -1,0 +1,67 @@
+#include "engine/grammar_constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace llamay::engine {
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> grammar,
+                                     std::shared_ptr<const grammar::Vocabulary> vocabulary,
+                                     std::vector<std::string> triggers)
+    : matcher_(std::move(grammar), std::move(vocabulary)), triggers_(std::move(triggers)), active_(triggers_.empty()) {
+  for (const std::string& t : triggers_) max_trigger_ = std::max(max_trigger_, t.size());
+}
+
+Status GrammarConstraint::Process(std::span<float> logits) {
+  if (!active_) return Status::Ok();
+  const grammar::Vocabulary& vocab = matcher_.vocabulary();
+  if (logits.size() < static_cast<size_t>(vocab.size()))
+    return InternalError("grammar constraint: " + std::to_string(logits.size()) + " logits for a vocabulary of " +
+                         std::to_string(vocab.size()));
+  if (matcher_.IsTerminated()) {  // only an end token may follow the end
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (t >= static_cast<size_t>(vocab.size()) || !vocab.is_end_token(static_cast<int32_t>(t)))
+        logits[t] = -std::numeric_limits<float>::infinity();
+    return Status::Ok();
+  }
+  matcher_.FillMask(&mask_);
+  // The grammar goes on, but no token spells any byte it allows (a vocabulary without byte fallback, such
+  // as the demo model's printable ASCII, meeting a literal "é"): say so rather than fail as a bare empty
+  // mask.
+  if (mask_.Count() == 0)
+    return FailedPreconditionError("grammar constraint: no token of this model's vocabulary can continue the grammar here");
+  mask_.Apply(logits.first(static_cast<size_t>(vocab.size())));
+  for (size_t t = static_cast<size_t>(vocab.size()); t < logits.size(); ++t)
+    logits[t] = -std::numeric_limits<float>::infinity();
+  return Status::Ok();
+}
+
+Status GrammarConstraint::Accept(int32_t token) {
+  const grammar::Vocabulary& vocab = matcher_.vocabulary();
+  if (active_) {
+    if (matcher_.IsTerminated()) return Status::Ok();
+    Status s = matcher_.Accept(token);
+    if (!s.ok()) return s.WithContext("grammar constraint");
+    return Status::Ok();
+  }
+  if (token < 0 || token >= vocab.size()) return Status::Ok();
+  recent_ += vocab.token_bytes(token);
+  size_t at = std::string::npos;
+  for (const std::string& t : triggers_) at = std::min(at, recent_.find(t));
+  if (at == std::string::npos) {
+    if (recent_.size() > max_trigger_) recent_.erase(0, recent_.size() - max_trigger_);
+    return Status::Ok();
+  }
+  // The trigger appeared: from its first byte on, the output must follow the grammar.
+  active_ = true;
+  Status s = matcher_.AcceptBytes(std::string_view(recent_).substr(at));
+  recent_.clear();
+  if (!s.ok()) return s.WithContext("grammar constraint: the text after the trigger");
+  return Status::Ok();
+}
+
+std::unique_ptr<LogitsProcessor> GrammarConstraint::Clone() const {
+  return std::make_unique<GrammarConstraint>(*this);
+}
+
+}  // namespace llamay::engine

@@ -1,0 +1,32 @@
+// Structured output: the grammar a completion request asks its answer to follow.
+//
+//   response_format {"type": "json_object"}                       any JSON object
+//   response_format {"type": "json_object", "schema": {...}}      llama.cpp's form: that schema
+//   response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": true}}
+//   json_schema {...}                                             llama.cpp's field: that schema
+//   grammar "root ::= ..."                                        llama.cpp's field: GBNF
+//   response_format {"type": "text"} or none of these             unconstrained
+//
+// A schema that uses something the grammar engine does not support is refused with a 400 that names the
+// keyword and where it is (never a silently unconstrained answer); so is more than one of these fields.
+// Schemas keep their property order (the body is read again as an ordered JSON document for them).
+// Thread-safety: pure functions.
+#ifndef LLAMAY_SERVER_STRUCTURED_OUTPUT_H_
+#define LLAMAY_SERVER_STRUCTURED_OUTPUT_H_
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "grammar/grammar.h"
+
+namespace llamay::server {
+
+// The grammar `body` (parsed from `raw`) asks for; nullptr when it asks for none. InvalidArgument, naming
+// the field, for a malformed or unsupported request.
+Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::json& body, const std::string& raw);
+
+}  // namespace llamay::server
+
+#endif  // LLAMAY_SERVER_STRUCTURED_OUTPUT_H_
