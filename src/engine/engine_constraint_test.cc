@@ -248,7 +248,7 @@ TEST(EngineConstraint, ALazyGrammarWaitsForItsTrigger) {
   ASSERT_TRUE(vocab.ok());
   auto g = grammar::ParseGbnf(R"(root ::= "<call>" [0-9]+ "</call>")");
   ASSERT_TRUE(g.ok());
-  GrammarConstraint lazy(*g, *vocab, {"<call>"});
+  GrammarConstraint lazy(*g, *vocab, {GrammarConstraint::Trigger("<call>")});
   auto token = [&](char ch) {
     for (int32_t t = 0; t < (*vocab)->size(); ++t)
       if ((*vocab)->token_bytes(t) == std::string(1, ch)) return t;
@@ -278,6 +278,16 @@ TEST(EngineConstraint, ALazyGrammarWaitsForItsTrigger) {
     EXPECT_EQ(logits[static_cast<size_t>(t)] == 0.0f, digit) << "token " << t << " \"" << b << "\"";
   }
   EXPECT_FALSE(lazy.Accept(token('x')).ok());
+
+  // A trigger that counts only at the start of the output (after whitespace at most).
+  auto json_call = grammar::ParseGbnf(R"(root ::= "{\"n\":" [0-9] "}")");
+  ASSERT_TRUE(json_call.ok()) << json_call.status().ToString();
+  for (const auto& [text, fires] : std::vector<std::pair<std::string, bool>>{
+           {"{\"n\":", true}, {"  \n{\"n\":", true}, {"a{\"n\":", false}, {"ab  cd  ef  {\"n\":", false}}) {
+    GrammarConstraint c(*json_call, *vocab, {GrammarConstraint::Trigger("{\"n\":", /*at_start=*/true)});
+    for (char ch : text) ASSERT_TRUE(c.Accept(token(ch)).ok());
+    EXPECT_EQ(c.active(), fires) << text;
+  }
 }
 
 }  // namespace

@@ -7,9 +7,25 @@ namespace llamay::engine {
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> grammar,
                                      std::shared_ptr<const grammar::Vocabulary> vocabulary,
-                                     std::vector<std::string> triggers)
+                                     std::vector<Trigger> triggers)
     : matcher_(std::move(grammar), std::move(vocabulary)), triggers_(std::move(triggers)), active_(triggers_.empty()) {
-  for (const std::string& t : triggers_) max_trigger_ = std::max(max_trigger_, t.size());
+  for (const Trigger& t : triggers_) max_trigger_ = std::max(max_trigger_, t.text.size());
+}
+
+namespace {
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+}  // namespace
+
+size_t GrammarConstraint::FindTrigger() const {
+  size_t best = std::string::npos;
+  for (const Trigger& t : triggers_) {
+    const size_t at = recent_.find(t.text);
+    if (at == std::string::npos) continue;
+    if (t.at_start && (spoke_ || !std::all_of(recent_.begin(), recent_.begin() + static_cast<long>(at), IsSpace)))
+      continue;
+    best = std::min(best, at);
+  }
+  return best;
 }
 
 Status GrammarConstraint::Process(std::span<float> logits) {
@@ -46,10 +62,13 @@ Status GrammarConstraint::Accept(int32_t token) {
   }
   if (token < 0 || token >= vocab.size()) return Status::Ok();
   recent_ += vocab.token_bytes(token);
-  size_t at = std::string::npos;
-  for (const std::string& t : triggers_) at = std::min(at, recent_.find(t));
+  const size_t at = FindTrigger();
   if (at == std::string::npos) {
-    if (recent_.size() > max_trigger_) recent_.erase(0, recent_.size() - max_trigger_);
+    if (recent_.size() > max_trigger_) {
+      const size_t drop = recent_.size() - max_trigger_;
+      spoke_ = spoke_ || !std::all_of(recent_.begin(), recent_.begin() + static_cast<long>(drop), IsSpace);
+      recent_.erase(0, drop);
+    }
     return Status::Ok();
   }
   // The trigger appeared: from its first byte on, the output must follow the grammar.

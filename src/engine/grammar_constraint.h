@@ -28,9 +28,17 @@ namespace llamay::engine {
 
 class GrammarConstraint : public LogitsProcessor {
  public:
+  // A string that switches a lazy grammar on; `at_start`: only where nothing but whitespace precedes it in
+  // the output (a JSON tool call that must be the whole message).
+  struct Trigger {
+    Trigger(std::string t, bool start = false) : text(std::move(t)), at_start(start) {}  // NOLINT: implicit
+    std::string text;
+    bool at_start;
+  };
+
   // `triggers` empty: constrained from the first token. REQUIRES: grammar and vocabulary non-null.
   GrammarConstraint(std::shared_ptr<const grammar::Grammar> grammar,
-                    std::shared_ptr<const grammar::Vocabulary> vocabulary, std::vector<std::string> triggers = {});
+                    std::shared_ptr<const grammar::Vocabulary> vocabulary, std::vector<Trigger> triggers = {});
 
   Status Process(std::span<float> logits) override;
   Status Accept(int32_t token) override;
@@ -42,9 +50,13 @@ class GrammarConstraint : public LogitsProcessor {
 
  private:
   grammar::Matcher matcher_;
-  std::vector<std::string> triggers_;
+  // Where the earliest trigger starts in recent_, or npos.
+  size_t FindTrigger() const;
+
+  std::vector<Trigger> triggers_;
   bool active_;
   std::string recent_;  // lazy, before a trigger: the output's last bytes (enough to hold any trigger)
+  bool spoke_ = false;  // a byte other than whitespace was output before recent_
   size_t max_trigger_ = 0;
   grammar::TokenMask mask_;
 };

@@ -117,9 +117,9 @@ std::string GbnfAlternatives(const std::vector<std::string>& alts) {
   return out;
 }
 
-GbnfRules::GbnfRules() {
+GbnfRules::GbnfRules(std::string prefix) : prefix_(std::move(prefix)) {
   for (const char* const* n = JsonCoreRuleNames(); *n != nullptr; ++n) names_.insert(*n);
-  names_.insert("root");
+  names_.insert(prefix_ + "root");
 }
 
 std::string GbnfRules::NewName(std::string_view hint) {
@@ -135,6 +135,7 @@ std::string GbnfRules::NewName(std::string_view hint) {
   }
   while (!base.empty() && base.back() == '-') base.pop_back();
   if (base.empty()) base.push_back('r');
+  base.insert(0, prefix_);
   std::string name = base;
   for (int i = 2; names_.count(name); ++i) {
     name = base;

@@ -33,13 +33,15 @@ std::string JsonCharExpr(const CpSet& set);
 // "( a | b | ... )", or the one alternative itself.
 std::string GbnfAlternatives(const std::vector<std::string>& alts);
 
-// Rules being generated: unique names, bodies in creation order.
+// Rules being generated: unique names, bodies in creation order. With a prefix, every name NewName
+// returns starts with it (so the rules of several generated grammars can share one GBNF text).
 class GbnfRules {
  public:
-  GbnfRules();
+  // REQUIRES: prefix is made of GBNF name characters (letters, digits, '-', '_').
+  explicit GbnfRules(std::string prefix = "");
   // Reserves `name` (so generated rules never take it).
   void Reserve(const std::string& name) { names_.insert(name); }
-  // A fresh rule name derived from `hint` (letters, digits and '-').
+  // A fresh rule name: the prefix, then `hint` reduced to letters, digits and '-'.
   std::string NewName(std::string_view hint);
   // Defines a rule (REQUIRES: name from NewName, defined once).
   void Define(const std::string& name, std::string body) { rules_.emplace_back(name, std::move(body)); }
@@ -49,6 +51,7 @@ class GbnfRules {
   std::string Text() const;
 
  private:
+  std::string prefix_;
   std::set<std::string> names_;
   std::vector<std::pair<std::string, std::string>> rules_;
 };

@@ -58,6 +58,8 @@ const std::string& AnyJsonGbnf() {
   return kText;
 }
 
+const std::string& JsonRulesGbnf() { return internal::JsonCoreGbnf(); }
+
 std::shared_ptr<const Grammar> AnyJson() {
   static const std::shared_ptr<const Grammar> kGrammar = [] {
     auto g = ParseGbnf(AnyJsonGbnf());

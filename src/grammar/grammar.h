@@ -71,6 +71,10 @@ std::shared_ptr<const Grammar> AnyJsonObject();
 // The GBNF of AnyJson (rule `root`); its rules (value, object, array, string, number, ws, ...) are what
 // JSON Schema grammars build on.
 const std::string& AnyJsonGbnf();
+// The rules of AnyJsonGbnf without `root`: what a grammar that embeds JSON values or JsonSchemaRulesGbnf
+// rules appends once. Its rule names (value, object, member, array, string, char, number, int, frac, exp,
+// ws) are taken.
+const std::string& JsonRulesGbnf();
 
 }  // namespace llamay::grammar
 

@@ -128,8 +128,13 @@ std::string Child(const std::string& ptr, std::string_view key) {
 std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 Result<std::string> SchemaConverter::Run() {
+  LLAMAY_ASSIGN_OR_RETURN(std::string rules, RunRules());
+  return rules + JsonCoreGbnf();
+}
+
+Result<std::string> SchemaConverter::RunRules() {
   LLAMAY_ASSIGN_OR_RETURN(std::string root, Visit(root_, "", "root"));
-  return "root ::= " + root + "\n" + rules_.Text() + JsonCoreGbnf();
+  return prefix_ + "root ::= " + root + "\n" + rules_.Text();
 }
 
 Result<std::string> SchemaConverter::Visit(const Json& s, const std::string& ptr, const std::string& hint) {
@@ -440,6 +445,17 @@ Result<std::string> SchemaConverter::VisitArray(const Json& s, const std::string
 
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
   return internal::SchemaConverter(schema).Run();
+}
+
+Result<std::string> JsonSchemaRulesGbnf(const nlohmann::ordered_json& schema, std::string_view rule_prefix) {
+  const bool valid = !rule_prefix.empty() && std::all_of(rule_prefix.begin(), rule_prefix.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+  if (!valid) {
+    return InvalidArgumentError("rule prefix \"" + std::string(rule_prefix) +
+                                "\" must be letters, digits, '-' and '_' (and not empty)");
+  }
+  return internal::SchemaConverter(schema, std::string(rule_prefix)).RunRules();
 }
 
 Result<std::shared_ptr<const Grammar>> FromJsonSchema(const nlohmann::ordered_json& schema) {

@@ -32,6 +32,15 @@ namespace llamay::grammar {
 
 // The GBNF text for `schema` (root rule `root`), for inspection and debugging.
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
+// The rules of `schema`'s grammar, for embedding several schemas (or a schema inside a larger syntax) in
+// one GBNF text: the schema's values are the rule `<rule_prefix>root`, every other rule defined here starts
+// with `rule_prefix`, and the rules of JsonRulesGbnf() (value, object, string, ws, ...) are referenced but
+// not defined: append JsonRulesGbnf() once to the combined text. Rules of two schemas never collide when
+// neither prefix is a prefix of the other (e.g. "fn0-" and "fn1-"), and never collide with the JSON rules;
+// the caller's own rules must avoid both. What `<rule_prefix>root` matches is exactly what
+// JsonSchemaToGbnf's `root` matches. InvalidArgument for the schema's errors (as JsonSchemaToGbnf) and for a
+// prefix that is empty or not made of letters, digits, '-' and '_'.
+Result<std::string> JsonSchemaRulesGbnf(const nlohmann::ordered_json& schema, std::string_view rule_prefix);
 // The compiled grammar for `schema`.
 Result<std::shared_ptr<const Grammar>> FromJsonSchema(const nlohmann::ordered_json& schema);
 // Parses `schema_json` (keeping its key order) and compiles it. InvalidArgument when it is not JSON.

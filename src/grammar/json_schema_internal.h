@@ -36,8 +36,13 @@ inline constexpr int64_t kMaxInt = 9'999'999'999'999'999;
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const Json& root) : root_(root) {}
+  // Rule names start with `prefix` (see JsonSchemaRulesGbnf); the schema's own rule is `<prefix>root`.
+  explicit SchemaConverter(const Json& root, std::string prefix = "")
+      : root_(root), prefix_(prefix), rules_(std::move(prefix)) {}
+  // The whole grammar: `root`, the generated rules and the core JSON rules.
   Result<std::string> Run();
+  // The schema's rule `<prefix>root` and the generated rules, without the core JSON rules.
+  Result<std::string> RunRules();
 
  private:
   Result<std::string> Visit(const Json& s, const std::string& ptr, const std::string& hint);
@@ -55,6 +60,7 @@ class SchemaConverter {
   std::string KeyNotIn(const std::vector<std::string>& names, const std::string& hint);
 
   const Json& root_;
+  const std::string prefix_;
   GbnfRules rules_;
   std::map<std::string, std::string> ref_rules_;     // $ref -> its rule
   std::map<std::string, std::string> format_rules_;  // format -> its rule

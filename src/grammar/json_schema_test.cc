@@ -260,5 +260,47 @@ TEST(JsonSchema, GeneratedGbnfIsReadable) {
   EXPECT_NE(gbnf->find(R"("\"a b\":")"), std::string::npos) << *gbnf;
 }
 
+// Every corpus schema embedded in one grammar under its own prefix: each keeps exactly its own language
+// (same-named $defs, formats and nested objects of different schemas must not collide).
+TEST(JsonSchema, PrefixedRulesEmbedManySchemasInOneGrammar) {
+  std::string gbnf, root = "root ::= (";
+  std::vector<Json> cases;
+  for (const fs::path& file : CorpusFiles()) cases.push_back(ReadJson(file));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string prefix = "s";
+    prefix.append(std::to_string(i)).append("-");
+    auto rules = JsonSchemaRulesGbnf(cases[i]["schema"], prefix);
+    ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+    std::istringstream lines(*rules);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(" ::= ") != std::string::npos) {
+        EXPECT_EQ(line.rfind(prefix, 0), 0u) << line;
+      }
+    }
+    gbnf += *rules;
+    root.append(i ? " | \"" : " \"").append(std::to_string(i)).append(":\" ").append(prefix).append("root");
+  }
+  auto g = ParseGbnf(root + " )\n" + gbnf + JsonRulesGbnf());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  int checked = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string tag = std::to_string(i).append(":");
+    for (const Json& v : cases[i].value("valid", Json::array())) {
+      EXPECT_EQ(Feed(*g, tag + v.dump()), Outcome::kComplete) << tag << v.dump();
+      ++checked;
+    }
+    for (const char* key : {"invalid", "stricter"}) {
+      for (const Json& v : cases[i].value(key, Json::array())) {
+        EXPECT_NE(Feed(*g, tag + v.dump()), Outcome::kComplete) << tag << v.dump();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_FALSE(JsonSchemaRulesGbnf(Json::parse(R"({"type":"string"})"), "").ok());
+  EXPECT_FALSE(JsonSchemaRulesGbnf(Json::parse(R"({"type":"string"})"), "a b").ok());
+  EXPECT_FALSE(JsonSchemaRulesGbnf(Json::parse(R"({"not":{}})"), "p-").ok());
+}
+
 }  // namespace
 }  // namespace llamay::grammar

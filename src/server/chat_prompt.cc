@@ -52,6 +52,8 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
   std::string source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
   source_name_ = source.empty() ? "the default ChatML chat template" : "the model's chat template";
   if (source.empty()) source = std::string(chat::DefaultChatTemplate());
+  tool_format_ = toolcall::DetectToolFormat(source, [&tok](std::string_view t) { return tok.FindToken(std::string(t)) >= 0; });
+  tool_prompt_ = toolcall::UseToolSystemPrompt(tool_format_, source);
   auto parsed = chat::ChatTemplate::Parse(source);
   if (!parsed.ok()) {
     problem_ = Fault(source_name_ + " does not parse: " + parsed.status().message());
@@ -68,13 +70,27 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
   template_ = std::move(*parsed);
 }
 
-Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, bool session) const {
+Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, bool session,
+                                                const std::vector<toolcall::ToolSpec>& tools) const {
   if (!problem_.ok()) return problem_;
-  for (const auto& m : messages)
+  bool tool_messages = false;
+  for (const auto& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       return InvalidArgumentError("each message needs a string 'role'");
+    tool_messages = tool_messages || m["role"] == "tool" || (m.contains("tool_calls") && !m["tool_calls"].is_null());
+  }
   LLAMAY_ASSIGN_OR_RETURN(nlohmann::json normalized, WithTextContent(messages));
-  auto text = chat::RenderMessages(*template_, normalized, /*add_generation_prompt=*/true, bos_, eos_);
+  nlohmann::ordered_json ordered = normalized;
+  nlohmann::ordered_json tools_var = nullptr;
+  if (!tools.empty() || tool_messages) {
+    if (tool_prompt_) {
+      ordered = toolcall::MessagesWithToolPrompt(tool_format_, ordered, tools);
+    } else {
+      ordered = toolcall::MessagesForToolTemplate(tool_format_, ordered);
+      if (!tools.empty()) tools_var = toolcall::ToolsJson(tools);
+    }
+  }
+  auto text = chat::RenderMessages(*template_, ordered, tools_var, /*add_generation_prompt=*/true, bos_, eos_);
   if (!text.ok()) {
     const Status& s = text.status();
     if (IsDetail(s, TemplateErrorDetail::kRaised) || IsDetail(s, TemplateErrorDetail::kRuntime))
@@ -93,8 +109,9 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, 
   return ids;
 }
 
-Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session) {
-  return server.chat_prompt().Tokens(messages, session);
+Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
+                                              const std::vector<toolcall::ToolSpec>& tools) {
+  return server.chat_prompt().Tokens(messages, session, tools);
 }
 
 }  // namespace llamay::server

@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "template/chat_template.h"
+#include "toolcall/toolcall.h"
 
 namespace llamay::server {
 
@@ -40,7 +41,14 @@ class ChatPrompt {
   // Renders `messages` (add_generation_prompt) and tokenizes the text: BOS once, none for a session
   // (`session`: the text continues a held context). Errors carry kDetailChatTemplateFault or
   // kDetailChatTemplateRejected (http_util.h) so that they are answered 500 or 400 with their own code.
-  Result<std::vector<int32_t>> Tokens(const nlohmann::json& messages, bool session) const;
+  // With `tools` (or messages that carry tool calls and results): the template renders them when it
+  // can (toolcall::UseToolSystemPrompt says when it cannot; then a system message describes them and
+  // calls and results are written as text).
+  Result<std::vector<int32_t>> Tokens(const nlohmann::json& messages, bool session,
+                                      const std::vector<toolcall::ToolSpec>& tools = {}) const;
+
+  // The model's tool-call syntax, detected once from its template and vocabulary.
+  toolcall::ToolFormat tool_format() const { return tool_format_; }
 
  private:
   const engine::Engine& engine_;
@@ -48,10 +56,13 @@ class ChatPrompt {
   Status problem_;
   std::string source_name_;
   std::string bos_, eos_;
+  toolcall::ToolFormat tool_format_ = toolcall::ToolFormat::kGeneric;
+  bool tool_prompt_ = true;  // describe tools in a system message rather than pass them to the template
 };
 
-// server.chat_prompt().Tokens(messages, session).
-Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session);
+// server.chat_prompt().Tokens(messages, session, tools).
+Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
+                                              const std::vector<toolcall::ToolSpec>& tools = {});
 
 }  // namespace llamay::server
 

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "engine/grammar_constraint.h"
+#include "toolcall/toolcall.h"
 #include "server/chat_prompt.h"
 #include "server/connection_watch.h"
 #include "server/http_util.h"
@@ -39,7 +40,47 @@ struct Params {
   // response_format, json_schema or grammar (structured_output.h); null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const grammar::Vocabulary> vocabulary;  // with `grammar`
+  // Lazy: the grammar starts at the first of these in the output (tool_choice "auto").
+  std::vector<engine::GrammarConstraint::Trigger> triggers;
+  // Chat with tools and a tool_choice other than "none": the answer is parsed for tool calls.
+  std::vector<toolcall::ToolSpec> tools;
+  toolcall::ToolChoice tool_choice;
+  bool parse_tools = false;
+  toolcall::ToolFormat tool_format = toolcall::ToolFormat::kGeneric;
 };
+
+// The request's tools and tool_choice (chat), parsed from the body in its own key order so that each
+// schema's properties keep theirs; then the grammar of a call. Before the prompt: the template needs them.
+Status ParseTools(Server& server, const json& body, const std::string& raw, Params* p) {
+  const bool has_tools = body.contains("tools") && !body["tools"].is_null();
+  const bool has_choice = body.contains("tool_choice") && !body["tool_choice"].is_null();
+  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null() &&
+      !body["parallel_tool_calls"].is_boolean())
+    return InvalidArgumentError("'parallel_tool_calls' must be a boolean");
+  if (!has_tools && !has_choice) return Status::Ok();
+  const nlohmann::ordered_json ordered = OrderedBody(raw);
+  LLAMAY_ASSIGN_OR_RETURN(p->tools, toolcall::ParseTools(has_tools ? ordered["tools"] : nlohmann::ordered_json()));
+  LLAMAY_ASSIGN_OR_RETURN(p->tool_choice, toolcall::ParseToolChoice(has_choice ? ordered["tool_choice"]
+                                                                               : nlohmann::ordered_json(),
+                                                                    p->tools));
+  if (p->tools.empty() || p->tool_choice.mode == toolcall::ToolChoice::Mode::kNone) return Status::Ok();
+  p->parse_tools = true;
+  p->tool_format = server.chat_prompt().tool_format();
+  const bool parallel = !body.contains("parallel_tool_calls") || body["parallel_tool_calls"].is_null() ||
+                        body["parallel_tool_calls"].get<bool>();
+  LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(p->tool_format, p->tools, p->tool_choice, parallel));
+  auto g = grammar::ParseGbnf(gbnf);
+  if (!g.ok()) return g.status().WithContext("the tool-call grammar");
+  p->grammar = *g;
+  std::vector<std::string> markers;
+  for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(p->tool_format)) {
+    markers.push_back(t.text);
+    if (p->tool_choice.mode == toolcall::ToolChoice::Mode::kAuto) p->triggers.emplace_back(t.text, t.at_start);
+  }
+  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those.
+  LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, server.engine().GrammarVocabulary(markers));
+  return Status::Ok();
+}
 
 // body[key] as T, or `fallback` when the key is absent or null (clients send null for "unset").
 template <typename T>
@@ -82,7 +123,8 @@ Status ParseParams(Server& server, const json& body, const std::string& raw, boo
     if (chat) {
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         return InvalidArgumentError("'messages' must be a non-empty array");
-      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(server, body["messages"], !p->session.empty()));
+      LLAMAY_RETURN_IF_ERROR(ParseTools(server, body, raw, p));
+      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(server, body["messages"], !p->session.empty(), p->tools));
     } else {
       if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
       const json& pr = body["prompt"];
@@ -158,8 +200,12 @@ Status ParseParams(Server& server, const json& body, const std::string& raw, boo
   } catch (const json::exception& e) {
     return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
   }
-  LLAMAY_ASSIGN_OR_RETURN(p->grammar, RequestGrammar(body, raw));
-  if (p->grammar) {
+  LLAMAY_ASSIGN_OR_RETURN(auto format_grammar, RequestGrammar(body, raw));
+  if (format_grammar && p->parse_tools)
+    return InvalidArgumentError("'response_format', 'json_schema' and 'grammar' cannot be combined with tools (unless "
+                                "tool_choice is \"none\")");
+  if (format_grammar) {
+    p->grammar = std::move(format_grammar);
     LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, engine.GrammarVocabulary());
   }
   if (p->prompt.empty() && p->session.empty()) return InvalidArgumentError("the prompt is empty");
@@ -196,6 +242,7 @@ struct Choice {
   std::vector<LogprobEntry> logprobs;
   size_t logprobs_sent = 0;  // entries already streamed
   size_t echo_code_points = 0;  // of the echoed prompt that starts the text
+  std::unique_ptr<toolcall::ToolCallStream> tool_stream;  // streamed chat with tools
   bool done = false;
   bool started = false;  // an event (a token or the end) has arrived
   std::string finish;
@@ -329,10 +376,13 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     r.pin_prefix = job->p.retain_prefix;
     r.stop = job->p.stop;
     if (job->p.grammar)
-      r.processors.push_back(std::make_unique<engine::GrammarConstraint>(job->p.grammar, job->p.vocabulary));
+      r.processors.push_back(
+          std::make_unique<engine::GrammarConstraint>(job->p.grammar, job->p.vocabulary, job->p.triggers));
     return r;
   };
   job->choices.resize(static_cast<size_t>(job->p.n));
+  if (job->p.parse_tools && job->p.stream)
+    for (auto& c : job->choices) c.tool_stream = std::make_unique<toolcall::ToolCallStream>(job->p.tool_format);
   if (job->p.echo) StartEcho(engine.tokenizer(), *job);
   const bool echo_logprobs = job->p.echo && job->p.top_logprobs >= 0;
   if (!job->p.session.empty()) {
@@ -424,9 +474,42 @@ json LogprobsJson(Server& server, const Job& job, const Choice& c, size_t from =
   return job.p.chat ? ChatLogprobsJson(tok, entries) : CompletionLogprobsJson(tok, entries);
 }
 
+// A finished choice that made tool calls ends with "tool_calls", as OpenAI's do.
+std::string FinishWithCalls(const Choice& c, bool calls) { return calls && c.finish == "stop" ? "tool_calls" : c.finish; }
+
+json ToolCallJson(const toolcall::ToolCall& call) {
+  return {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+// Streamed tool calls as OpenAI sends them: a call's first delta has its index, id, type and name (and
+// empty arguments); the next ones its index and a fragment of the arguments.
+json ToolCallDeltasJson(const std::vector<toolcall::ToolCallDelta>& deltas) {
+  json out = json::array();
+  for (const auto& d : deltas) {
+    if (!d.id.empty()) {
+      out.push_back({{"index", d.index}, {"id", d.id}, {"type", "function"},
+                     {"function", {{"name", d.name}, {"arguments", d.arguments}}}});
+    } else if (!out.empty() && out.back()["index"] == d.index) {  // one entry per call in a chunk
+      out.back()["function"]["arguments"] = out.back()["function"]["arguments"].get<std::string>() + d.arguments;
+    } else {
+      out.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
+    }
+  }
+  return out;
+}
+
 json ChoiceJson(Server& server, const Job& job, size_t i) {
   const Choice& c = job.choices[i];
   json lp = LogprobsJson(server, job, c);
+  if (job.p.chat && job.p.parse_tools) {
+    const toolcall::ParsedAnswer a = toolcall::ParseToolCalls(job.p.tool_format, c.text);
+    json message = {{"role", "assistant"}, {"content", a.content.empty() && !a.calls.empty() ? json(nullptr) : json(a.content)}};
+    if (!a.calls.empty()) {
+      message["tool_calls"] = json::array();
+      for (const auto& call : a.calls) message["tool_calls"].push_back(ToolCallJson(call));
+    }
+    return {{"index", i}, {"message", message}, {"logprobs", lp}, {"finish_reason", FinishWithCalls(c, !a.calls.empty())}};
+  }
   if (job.p.chat)
     return {{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
             {"finish_reason", c.finish}};
@@ -434,11 +517,12 @@ json ChoiceJson(Server& server, const Job& job, size_t i) {
 }
 
 json ChunkJson(const Job& job, size_t i, const std::string& delta, const json& finish, bool first,
-               const json& logprobs = nullptr) {
+               const json& logprobs = nullptr, const json& tool_calls = nullptr) {
   json d = json::object();
   if (job.p.chat) {
     if (first) d["role"] = "assistant";
-    if (!delta.empty() || !finish.is_null()) d["content"] = delta;
+    if (!delta.empty() || (!finish.is_null() && tool_calls.is_null())) d["content"] = delta;
+    if (!tool_calls.is_null() && !tool_calls.empty()) d["tool_calls"] = tool_calls;
     return {{"id", job.id}, {"object", "chat.completion.chunk"}, {"created", job.created}, {"model", job.model},
             {"choices", json::array({{{"index", i}, {"delta", d}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
   }
@@ -587,12 +671,25 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     }
     const size_t ci = static_cast<size_t>(ev.first);
     const bool had_error = ev.second.finished && ev.second.reason == engine::FinishReason::kError;
-    const std::string delta = Apply(*job, ev.first, ev.second);
+    std::string delta = Apply(*job, ev.first, ev.second);
+    Choice& c = job->choices[ci];
+    // With tools the text goes through the choice's tool-call parser: content and call deltas.
+    json calls = nullptr;
+    if (c.tool_stream) {
+      toolcall::ToolDelta td = c.tool_stream->Push(delta);
+      if (c.done) {
+        toolcall::ToolDelta rest = c.tool_stream->Finish();
+        td.content += rest.content;
+        td.calls.insert(td.calls.end(), rest.calls.begin(), rest.calls.end());
+      }
+      delta = std::move(td.content);
+      calls = ToolCallDeltasJson(td.calls);
+      if (calls.empty()) calls = nullptr;
+    }
     if (had_error) {
       json err = {{"error", {{"message", job->error.message()}, {"type", "server_error"}}}};
       send(err);
     }
-    Choice& c = job->choices[ci];
     // Each chunk carries the logprobs of the tokens that arrived since the last one (their text may be
     // in a later chunk, held back for a stop string or an incomplete character).
     auto new_logprobs = [&]() -> json {
@@ -601,8 +698,8 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
       c.logprobs_sent = c.logprobs.size();
       return lp;
     };
-    if (!delta.empty() || (*first)[ci] || c.logprobs_sent < c.logprobs.size()) {
-      if (!send(ChunkJson(*job, ci, delta, nullptr, (*first)[ci], new_logprobs()))) {
+    if (!delta.empty() || !calls.is_null() || (*first)[ci] || c.logprobs_sent < c.logprobs.size()) {
+      if (!send(ChunkJson(*job, ci, delta, nullptr, (*first)[ci], new_logprobs(), calls))) {
         CancelAll(server, *job);
         return false;
       }
@@ -610,9 +707,9 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     }
     if (c.done && !(*finished_sent)[ci]) {
       (*finished_sent)[ci] = true;
-      std::string rest = c.text.substr(std::min(c.sent, c.text.size()));
-      c.sent = c.text.size();
-      if (!send(ChunkJson(*job, ci, rest, c.finish, false, new_logprobs()))) {
+      const bool made_calls = c.tool_stream && c.tool_stream->num_calls() > 0;
+      if (!send(ChunkJson(*job, ci, "", FinishWithCalls(c, made_calls), false, new_logprobs(),
+                          made_calls ? json::array() : json(nullptr)))) {
         CancelAll(server, *job);
         return false;
       }

@@ -8,13 +8,6 @@ namespace {
 
 using ordered = nlohmann::ordered_json;
 
-// The body again, in its own key order (schemas list properties in the order the answer should have).
-ordered Ordered(const std::string& raw) {
-  ordered j = ordered::parse(raw, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) j = ordered::parse(ReplaceLoneSurrogates(raw), nullptr, false);
-  return j;
-}
-
 Result<std::shared_ptr<const grammar::Grammar>> FromSchema(const ordered& schema, const std::string& field) {
   if (!schema.is_object() && !schema.is_boolean())
     return InvalidArgumentError("'" + field + "' must be a JSON Schema object");
@@ -24,6 +17,13 @@ Result<std::shared_ptr<const grammar::Grammar>> FromSchema(const ordered& schema
 }
 
 }  // namespace
+
+// The body again, in its own key order (schemas list properties in the order the answer should have).
+ordered OrderedBody(const std::string& raw) {
+  ordered j = ordered::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) j = ordered::parse(ReplaceLoneSurrogates(raw), nullptr, false);
+  return j;
+}
 
 Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::json& body, const std::string& raw) {
   auto present = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
@@ -37,7 +37,7 @@ Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::j
     if (!g.ok()) return InvalidArgumentError("'grammar': " + g.status().message());
     return *g;
   }
-  if (has_schema) return FromSchema(Ordered(raw)["json_schema"], "json_schema");
+  if (has_schema) return FromSchema(OrderedBody(raw)["json_schema"], "json_schema");
   if (!has_format) return std::shared_ptr<const grammar::Grammar>();
   const nlohmann::json& rf = body["response_format"];
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -46,7 +46,7 @@ Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::j
   if (type == "text") return std::shared_ptr<const grammar::Grammar>();
   if (type == "json_object") {
     if (rf.contains("schema") && !rf["schema"].is_null())
-      return FromSchema(Ordered(raw)["response_format"]["schema"], "response_format.schema");
+      return FromSchema(OrderedBody(raw)["response_format"]["schema"], "response_format.schema");
     return grammar::AnyJsonObject();
   }
   if (type == "json_schema") {
@@ -59,7 +59,7 @@ Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::j
       return InvalidArgumentError("'response_format.json_schema.strict' must be a boolean");
     // OpenAI requires the schema; without one any JSON object is the only sensible reading.
     if (!js.contains("schema") || js["schema"].is_null()) return grammar::AnyJsonObject();
-    return FromSchema(Ordered(raw)["response_format"]["json_schema"]["schema"], "response_format.json_schema.schema");
+    return FromSchema(OrderedBody(raw)["response_format"]["json_schema"]["schema"], "response_format.json_schema.schema");
   }
   return InvalidArgumentError("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not \"" +
                               type + "\"");

@@ -23,6 +23,9 @@
 
 namespace llamay::server {
 
+// `raw` parsed keeping its key order (lone surrogate escapes read as U+FFFD); discarded when not JSON.
+nlohmann::ordered_json OrderedBody(const std::string& raw);
+
 // The grammar `body` (parsed from `raw`) asks for; nullptr when it asks for none. InvalidArgument, naming
 // the field, for a malformed or unsupported request.
 Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::json& body, const std::string& raw);

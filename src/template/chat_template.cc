@@ -52,15 +52,16 @@ Result<std::string> RenderJson(const internal::Program& program, const Json& con
 
 template <typename Json>
 Result<std::string> RenderWith(const ChatTemplate& tmpl, const Json& messages, bool add_generation_prompt,
-                               std::string_view bos, std::string_view eos) {
+                               std::string_view bos, std::string_view eos, const Json& tools = Json()) {
   Json context = Json::object();
   context["messages"] = messages;
-  context["tools"] = nullptr;
+  context["tools"] = tools;
   context["documents"] = nullptr;
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = std::string(bos);
   context["eos_token"] = std::string(eos);
-  const size_t bytes = messages.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+  const size_t bytes = messages.dump(-1, ' ', false, Json::error_handler_t::replace).size() +
+                       tools.dump(-1, ' ', false, Json::error_handler_t::replace).size();
   return tmpl.Render(context, RenderLimitsFor(messages.is_array() ? messages.size() : 1, bytes));
 }
 
@@ -87,6 +88,12 @@ RenderLimits RenderLimitsFor(size_t messages, size_t input_bytes) {
 Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::json& messages,
                                    bool add_generation_prompt, std::string_view bos, std::string_view eos) {
   return RenderWith(tmpl, messages, add_generation_prompt, bos, eos);
+}
+
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                   std::string_view bos, std::string_view eos) {
+  return RenderWith(tmpl, messages, add_generation_prompt, bos, eos, tools);
 }
 
 Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {

@@ -103,6 +103,10 @@ Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::o
 // Renders a parsed template as ApplyChatTemplate does.
 Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::json& messages,
                                    bool add_generation_prompt, std::string_view bos, std::string_view eos);
+// The same with the `tools` variable set (null: none), OpenAI's [{"type": "function", "function": ...}].
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                   std::string_view bos, std::string_view eos);
 
 // The family a template belongs to, for logging: "chatml", "llama2", "llama3", "mistral", "gemma", "phi3",
 // "phi4", "zephyr", "command-r", "deepseek", "deepseek3", "openchat", "vicuna", "alpaca", "granite",

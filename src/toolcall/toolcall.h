@@ -1,0 +1,216 @@
+// Tool calls (OpenAI function calling) for several model families, as pure functions: no model, engine
+// or HTTP here. What a server does with them, per request that has `tools`:
+//
+//   1. Request: ParseTools(body["tools"]), ParseToolChoice(body["tool_choice"], tools).
+//   2. Prompt: the format comes from DetectToolFormat(template source, vocabulary), once per model. If
+//      UseToolSystemPrompt(format, source), render MessagesWithToolPrompt(...) without `tools` (the tools
+//      and the call syntax go into a system message, calls and results become text); otherwise render
+//      MessagesForToolTemplate(...) with `tools` (ToolsJson).
+//   3. Sampling: ToolCallGbnf(format, tools, choice, parallel). For tool_choice "required" or a named
+//      function the whole output must match it from the first token; for "auto" sample freely until the
+//      output contains one of ToolCallTriggers(format), then match the grammar from the trigger's first
+//      byte on (grammar/matcher.h: AcceptBytes(trigger and what followed it)). "none": no grammar.
+//   4. Answer: ParseToolCalls(format, text), or a ToolCallStream fed the text as it is generated.
+//
+// The formats (docs/tool-calls.md has examples):
+//   kHermes  (Qwen 2.5/3, Hermes 2/3): <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, one
+//            block per call.
+//   kLlama3  (Llama 3.1-3.3): {"name": "f", "parameters": {...}} as the message, optionally after
+//            <|python_tag|>; parallel calls separated by ";".
+//   kMistral (Mistral v0.3, Nemo, Small): [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]; the newer
+//            [TOOL_CALLS]f[ARGS]{...} is parsed too.
+//   kGranite (Granite 3.x): <|tool_call|>[{"name": "f", "arguments": {...}}, ...]
+//   kGeneric (templates that know nothing of tools): kHermes's syntax, taught by ToolSystemPrompt.
+//
+// Parsing is lenient where generation without a grammar may differ (whitespace, "arguments" or
+// "parameters", extra members, members in another order, a missing closing tag at the end) and never
+// loses text: what does not parse as a call stays content. A call is taken once its name is known and its
+// arguments object has begun; from there it is a call even if the output is cut off inside the arguments
+// (finish_reason "length"), so that streaming never has to take back what it sent; a beginning still
+// undecided after 16 KiB is not a call. `arguments` is the arguments object's text as the model wrote it,
+// without the whitespace outside strings.
+//
+// Thread-safety: pure functions; a ToolCallStream belongs to one request.
+#ifndef LLAMAY_TOOLCALL_TOOLCALL_H_
+#define LLAMAY_TOOLCALL_TOOLCALL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace llamay::toolcall {
+
+enum class ToolFormat { kHermes, kLlama3, kMistral, kGranite, kGeneric };
+
+// "hermes", "llama3", "mistral", "granite", "generic".
+std::string_view ToolFormatName(ToolFormat format);
+
+// The format a model uses, from its chat template's source and its vocabulary's special tokens: the
+// template's markers first (<tool_call>; [TOOL_CALLS] or [AVAILABLE_TOOLS]; <|tool_call|>; <|python_tag|>
+// or the ipython role), then the vocabulary's (the tokens <tool_call>, [TOOL_CALLS], <|tool_call|>,
+// <|python_tag|>); kGeneric when neither tells.
+ToolFormat DetectToolFormat(std::string_view chat_template_source,
+                            const std::function<bool(std::string_view)>& vocab_has_token);
+
+// Whether the template reads the `tools` variable (in its {{ }} or {% %} code, not in text or strings).
+bool TemplateRendersTools(std::string_view chat_template_source);
+
+// Whether the server should describe the tools itself (MessagesWithToolPrompt) instead of passing them to
+// the template: for kGeneric, and for templates that do not render tools.
+bool UseToolSystemPrompt(ToolFormat format, std::string_view chat_template_source);
+
+// ---- Requests -------------------------------------------------------------------------------------------
+
+struct ToolSpec {
+  std::string name;         // [a-zA-Z0-9_-]{1,64}
+  std::string description;  // may be empty
+  // A JSON Schema of the arguments object; {"type":"object","properties":{}} when the request has none.
+  nlohmann::ordered_json parameters;
+  bool strict = false;  // recorded; the arguments are constrained to the schema either way
+};
+
+// The request's `tools` (null: none). Only {"type": "function", "function": {...}} tools. InvalidArgument
+// naming the field, e.g. "tools[1].function.name must be a string", for: a tool that is not an object or
+// not of type "function", a name that is missing, malformed or used twice, a description or strict of the
+// wrong type, parameters that are not an object schema or that use what grammar/json_schema.h does not
+// support ("tools[0].function.parameters (function \"f\"): unsupported JSON Schema keyword ..."). Pass an
+// ordered_json to keep the schema's property order (generated arguments follow it).
+Result<std::vector<ToolSpec>> ParseTools(const nlohmann::ordered_json& tools);
+
+struct ToolChoice {
+  enum class Mode { kAuto, kNone, kRequired, kNamed };
+  Mode mode = Mode::kAuto;
+  std::string name;  // kNamed: the function
+};
+
+// The request's `tool_choice` (null: "auto" when there are tools, "none" otherwise): "auto", "none",
+// "required" or {"type": "function", "function": {"name": "f"}}. InvalidArgument for anything else, for
+// a function that is not in `tools` (naming it), and for "required" or a named function without tools.
+Result<ToolChoice> ParseToolChoice(const nlohmann::ordered_json& tool_choice,
+                                   const std::vector<ToolSpec>& tools);
+
+// The tools as OpenAI writes them ([{"type": "function", "function": {name, description, parameters}}]),
+// the `tools` variable for templates.
+nlohmann::ordered_json ToolsJson(const std::vector<ToolSpec>& tools);
+
+// ---- Prompts --------------------------------------------------------------------------------------------
+
+// A system text listing the tools (name, description, parameters schema) and the exact call syntax of
+// `format`, for templates that do not render tools. Empty when there are no tools.
+std::string ToolSystemPrompt(ToolFormat format, const std::vector<ToolSpec>& tools);
+
+// Calls in `format`'s syntax, as the model would write them (for assistant messages rendered as text).
+// Each call is {"name": ..., "arguments": JSON text}; arguments that do not parse are written as a string.
+std::string FormatToolCalls(ToolFormat format, const nlohmann::ordered_json& calls);
+
+// `messages` for a template that renders tools: each assistant tool_calls[].function.arguments that is a
+// JSON string of an object becomes that object (templates iterate it; OpenAI sends a string), other
+// strings stay; for kMistral, call ids (tool_calls[].id, tool_call_id) that are not 9 letters or digits
+// are mapped to 9 (Mistral templates refuse others), the same id always to the same 9.
+nlohmann::ordered_json MessagesForToolTemplate(ToolFormat format, const nlohmann::ordered_json& messages);
+
+// `messages` for a template that knows nothing of tools: ToolSystemPrompt merged into the first message
+// when it is a system message (else prepended as one; with `system_role` false, for templates that refuse
+// system messages, put before the first user message's content instead); assistant tool_calls appended to
+// the content as text (FormatToolCalls) and removed; each run of `tool` messages becomes one user message
+// of <tool_response>...</tool_response> blocks (joined to a user message that follows it), so roles still
+// alternate for templates that insist.
+nlohmann::ordered_json MessagesWithToolPrompt(ToolFormat format, const nlohmann::ordered_json& messages,
+                                              const std::vector<ToolSpec>& tools, bool system_role = true);
+
+// ---- Constrained generation -----------------------------------------------------------------------------
+
+// The GBNF (root rule `root`) of the tool-call part of an answer in `format`: it starts with the format's
+// trigger text (nothing before it), constrains the name to the allowed functions (only the named one for
+// kNamed) and each call's arguments to that function's schema, allows one call (or several when
+// `parallel`), then ends. Everything it accepts parses with ParseToolCalls into calls whose arguments
+// validate against their schemas. InvalidArgument for tool_choice "none", no tools, an unknown named
+// function, or a schema grammar/json_schema.h refuses.
+Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>& tools,
+                                 const ToolChoice& choice, bool parallel);
+
+struct ToolCallTrigger {
+  std::string text;
+  // Counts only when nothing but whitespace precedes it in the output (kLlama3's `{"name"`).
+  bool at_start = false;
+};
+
+// The strings whose appearance in free text ("auto") switches ToolCallGbnf on; the grammar then receives
+// the output from the trigger's first byte.
+std::vector<ToolCallTrigger> ToolCallTriggers(ToolFormat format);
+
+// ---- Answers --------------------------------------------------------------------------------------------
+
+struct ToolCall {
+  std::string id;  // "call_" + 24 letters and digits
+  std::string name;
+  std::string arguments;  // JSON text of the arguments object, without whitespace outside strings
+};
+
+struct ParsedAnswer {
+  // The text outside the calls. Whitespace that separates it from a call is dropped at its ends; between
+  // two pieces of text around a call, the whitespace after the call stays.
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+// Produces call ids. Not thread-safe (one per request).
+using ToolCallIdGenerator = std::function<std::string()>;
+// "call_" + 24 random letters and digits from a generator seeded with `seed` (the same ids every time) or,
+// without a seed, from std::random_device.
+ToolCallIdGenerator RandomToolCallIds(uint64_t seed);
+ToolCallIdGenerator RandomToolCallIds();
+
+// The calls in a complete answer. `ids` defaults to RandomToolCallIds().
+ParsedAnswer ParseToolCalls(ToolFormat format, std::string_view text, ToolCallIdGenerator ids = nullptr);
+
+// One streamed piece of a call, as OpenAI streams tool_calls: the first delta of a call carries its index,
+// id and name (arguments empty); later ones carry the index and a fragment of the arguments text.
+struct ToolCallDelta {
+  int index = 0;
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+struct ToolDelta {
+  std::string content;
+  std::vector<ToolCallDelta> calls;
+  bool empty() const { return content.empty() && calls.empty(); }
+};
+
+namespace internal {
+class Scanner;
+}
+
+// ParseToolCalls incrementally: Push the generated text as it comes, then Finish. Text that could still
+// become a call (a prefix of a trigger, a call's beginning, whitespace next to a call) is held back until
+// it is clear. For any way of splitting a text into pushes, the content of all deltas concatenated equals
+// ParseToolCalls's content, the calls (index, id, name, arguments fragments concatenated) equal its calls
+// (with ids from equal generators), and each call's arguments arrive as the model writes them.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(ToolFormat format, ToolCallIdGenerator ids = nullptr);
+  ~ToolCallStream();
+  ToolCallStream(ToolCallStream&&) noexcept;
+  ToolCallStream& operator=(ToolCallStream&&) noexcept;
+
+  ToolDelta Push(std::string_view text);
+  // Releases what was held back. REQUIRES: called once, after the last Push (CHECKed).
+  ToolDelta Finish();
+  // Calls begun so far.
+  int num_calls() const;
+
+ private:
+  std::unique_ptr<internal::Scanner> scanner_;
+};
+
+}  // namespace llamay::toolcall
+
+#endif  // LLAMAY_TOOLCALL_TOOLCALL_H_
