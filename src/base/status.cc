@@ -1,6 +1,15 @@
 #include "base/status.h"
 
+#include <cstdlib>
+
 namespace llamay {
+
+namespace internal {
+void ResultMisuse(const char* what, std::string_view status) {
+  LLAMAY_CHECK(false) << what << (status.empty() ? "" : ": ") << status;
+  std::abort();  // (LLAMAY_CHECK(false) does not return)
+}
+}  // namespace internal
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

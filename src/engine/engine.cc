@@ -593,7 +593,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.error = std::move(error);
   if (reason != FinishReason::kError && s.detok && !s.text_closed) e.text = std::move(s.unsent) + s.detok->Flush();
   if (reason == FinishReason::kLength) e.logits = std::move(s.final_logits);
-  if (s.session || s.req.max_tokens == 0) {
+  if (s.session || s.req.max_tokens == 0 || (s.req.return_context && reason != FinishReason::kError)) {
     e.context = std::move(s.ctx);
     // Tokens the context does not hold yet, which the owner runs first next time: what was still
     // pending (a cancelled prefill, or a preempted request), else the last sampled token (an

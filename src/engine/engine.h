@@ -113,6 +113,9 @@ struct Request {
   // Progress events during the prefill (a progress bar): after each chunk, an event (token -1, not final)
   // whose `prefilled` says how many of the request's new tokens have been processed.
   bool report_progress = false;
+  // The final event carries the context (and its tail) even when the request did not come with one: a
+  // new session's first turn, which starts from the prefix tree. Not after an error.
+  bool return_context = false;
 };
 
 // One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
@@ -207,6 +210,7 @@ class Engine {
   // text is in `special_texts` (a tool-call format's markers, such as <|python_tag|>), which keep it.
   Result<std::shared_ptr<const grammar::Vocabulary>> GrammarVocabulary(const std::vector<std::string>& special_texts = {});
   kv::Cache& cache() { return *cache_; }
+  const EngineOptions& options() const { return options_; }
   size_t queue_depth() const;
   size_t active() const;
   EngineStats stats() const;

@@ -350,17 +350,17 @@ void StartEcho(const tokenizer::Tokenizer& tok, Job& job) {
 // and logprobs that prefill computes the whole prompt's logprobs, and the choices take it from the tree.
 Status Launch(Server& server, std::shared_ptr<Job> job) {
   engine::Engine& engine = server.engine();
-  auto make_sink = [job, &server](int ci, std::vector<int32_t> old_tail = {}, std::vector<float> old_logits = {}) {
+  // `held`: the session a request continues, lent to it until its final event.
+  auto make_sink = [job, &server](int ci, std::shared_ptr<HeldContext> held = nullptr) {
     std::shared_ptr<Channel> ch = job->channel;
     const std::string session = job->p.session;
-    return [ch, ci, session, old_tail, old_logits, &server](engine::Event& e) {
+    return [ch, ci, session, held, &server](engine::Event& e) {
       // A session's context goes back to the server here, on the engine's thread, so it is never lost
       // with a client that went away. After an error the context is as it came, and so are its tail and
       // logits.
-      if (e.finished && !session.empty()) {
-        const bool error = e.reason == engine::FinishReason::kError;
-        server.ReturnContext(session, HeldContext{std::move(e.context), error ? old_tail : std::move(e.tail), false,
-                                                  error ? old_logits : std::vector<float>(), 0});
+      if (e.finished && held) {
+        held->Return(e);
+        server.ReturnContext(session, std::move(*held));
       }
       ch->Push(ci, std::move(e));
       return true;
@@ -387,22 +387,17 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   const bool echo_logprobs = job->p.echo && job->p.top_logprobs >= 0;
   if (!job->p.session.empty()) {
     LLAMAY_RETURN_IF_ERROR(server.FetchSession(job->p.session));
-    LLAMAY_ASSIGN_OR_RETURN(HeldContext held, server.TakeContext(job->p.session));
-    engine::Request r = base(0);
-    r.context = std::move(held.context);
-    r.prompt = held.tail;
-    r.prompt.insert(r.prompt.end(), job->p.prompt.begin(), job->p.prompt.end());
-    // No new tokens: the session's stored next-token logits (a restored snapshot's) give the first token.
-    if (r.prompt.empty()) r.context_logits = held.logits;
-    if (r.prompt.empty() && r.context_logits.empty()) {
-      server.ReturnContext(job->p.session, HeldContext{std::move(r.context), {}, false, std::move(held.logits), 0});
-      return InvalidArgumentError(
-          "nothing to continue the session from: send a prompt (the session holds no next-token logits)");
+    LLAMAY_ASSIGN_OR_RETURN(HeldContext taken, server.TakeContext(job->p.session));
+    auto held = std::make_shared<HeldContext>(std::move(taken));
+    Result<engine::Request> r = held->Continue(job->p.prompt, base(0));
+    if (!r.ok()) {
+      server.ReturnContext(job->p.session, std::move(*held));
+      return r.status();
     }
-    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(0, held.tail, held.logits));
+    Result<uint64_t> id = engine.Submit(std::move(*r), make_sink(0, held));
     if (!id.ok()) {  // refused: the request, and the session's context in it, are untouched
-      server.ReturnContext(job->p.session,
-                           HeldContext{std::move(r.context), std::move(held.tail), false, std::move(held.logits), 0});
+      held->Return(*r);
+      server.ReturnContext(job->p.session, std::move(*held));
       return id.status();
     }
     job->choices[0].id = *id;

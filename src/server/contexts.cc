@@ -76,7 +76,7 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
   const std::string id = server.NewContextId();
   json out = Describe(id, ctx);
   out["tokens"] = ctx.size() + tail.size();
-  server.PutContext(id, HeldContext{std::move(ctx), std::move(tail), false, {}, 0});
+  server.PutContext(id, Held({std::move(ctx), std::move(tail), {}}));
   CommitNew(server, id, &out);
   SendJson(res, out);
 }
@@ -106,7 +106,7 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     auto it = server.contexts().find(id);
     if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
     if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
-    for (long i = 0; i < n; ++i) made.push_back({"", HeldContext{it->second.context.Fork(), it->second.tail, false, it->second.logits, 0}});
+    for (engine::Session& b : it->second.Fork(static_cast<size_t>(n))) made.push_back({"", Held(std::move(b))});
   }
   json branches = json::array();
   for (auto& [bid, h] : made) {
@@ -143,7 +143,7 @@ void Snapshot(Server& server, const httplib::Request& req, httplib::Response& re
   auto d = std::make_shared<Download>();
   d->fork = held->context.Fork();
   d->logits = held->logits;
-  d->options = SessionSnapshotOptions(*held, f32);
+  d->options = held->SnapshotOptions(f32);
   d->options.logits = d->logits;
   server.ReturnContext(id, std::move(*held));
   const Digest digest = server.engine().model().weight_digest();
@@ -187,7 +187,7 @@ void SendRestored(Server& server, httplib::Response& res, Result<kv::Context> ct
   const std::string id = server.NewContextId();
   json out = Describe(id, *ctx);
   out["logits"] = !logits.empty();
-  server.PutContext(id, HeldContext{std::move(*ctx), {}, false, std::move(logits), 0});
+  server.PutContext(id, Held({std::move(*ctx), {}, std::move(logits)}));
   CommitNew(server, id, &out);
   SendJson(res, out);
 }
@@ -256,7 +256,7 @@ void Push(Server& server, const std::string& raw, httplib::Response& res, const 
     server.ReturnContext(id, std::move(*held));
     return SendStatus(res, s);
   }
-  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest(), SessionSnapshotOptions(*held));
+  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest(), held->SnapshotOptions());
   server.ReturnContext(id, std::move(*held));
   if (!bytes.ok()) return SendStatus(res, bytes.status());
   auto pushed = server.store()->Push(name, *bytes);

@@ -54,7 +54,7 @@ Result<HeldContext> Server::TakeContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
-  HeldContext out{std::move(it->second.context), std::move(it->second.tail), false, std::move(it->second.logits),
+  HeldContext out{{std::move(it->second.context), std::move(it->second.tail), std::move(it->second.logits)}, false,
                   it->second.generation};
   it->second.busy = true;
   return out;
@@ -86,7 +86,7 @@ Status Server::FetchSession(const std::string& id) {
   if (it != contexts_.end() && (it->second.busy || it->second.generation >= latest->generation))
     return Status::Ok();  // another request got here first
   if (!latest->tail.empty()) logits.clear();  // the tail runs first: these would be the wrong position's
-  contexts_[id] = HeldContext{std::move(ctx), std::move(latest->tail), false, std::move(logits), latest->generation};
+  contexts_[id] = HeldContext{{std::move(ctx), std::move(latest->tail), std::move(logits)}, false, latest->generation};
   return Status::Ok();
 }
 
@@ -95,7 +95,7 @@ Status Server::CommitSession(const std::string& id) {
   auto held = TakeContext(id);
   if (!held.ok()) return Status::Ok();  // deleted, or busy with a newer request that will commit itself
   const Digest& weights = engine_->model().weight_digest();
-  kv::SnapshotOptions o = SessionSnapshotOptions(*held);
+  kv::SnapshotOptions o = held->SnapshotOptions();
   auto bytes = kv::SnapshotToBytes(held->context, weights, o);
   Status s = bytes.status();
   const uint64_t next = held->generation + 1;
@@ -120,29 +120,10 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
   it->second = std::move(held);
 }
 
-kv::SnapshotOptions SessionSnapshotOptions(const HeldContext& held, bool f32) {
-  kv::SnapshotOptions o;
-  o.native_precision = !f32;
-  o.checkpoints = true;   // a hybrid session keeps the points it can roll back to
-  o.kv_checksums = true;  // an upload of it is checked chunk by chunk as it arrives
-  if (held.tail.empty()) o.logits = held.logits;
-  return o;
-}
 
 Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) {
-  if (held.tail.empty()) return Status::Ok();
-  engine::Request r;
-  r.context = held.context.Fork();
-  r.prompt = held.tail;
-  r.max_tokens = 0;
-  r.sampling.temperature = 0;
-  r.return_logits = true;
-  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c, engine_->Generate(std::move(r), /*keep_context=*/true, stop));
-  if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
-  held.context = std::move(c.context);
-  held.tail.clear();
-  held.logits = std::move(c.logits);
-  return Status::Ok();
+  Status s = held.Settle(*engine_, stop);
+  return s.detail() == engine::kDetailSettleCancelled ? CancelledStatus() : s;
 }
 
 bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
@@ -327,7 +308,7 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
       s = SettleTail(*held, past_deadline);
       std::vector<uint8_t> bytes;
       if (s.ok()) {
-        auto b = kv::SnapshotToBytes(held->context, weights, SessionSnapshotOptions(*held));
+        auto b = kv::SnapshotToBytes(held->context, weights, held->SnapshotOptions());
         s = b.status();
         if (b.ok()) bytes = std::move(*b);
       }
@@ -352,7 +333,7 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
   const Digest& weights = engine_->model().weight_digest();
   auto hold = [&](const std::string& id, kv::Context ctx, std::vector<float> logits) {
     std::lock_guard l(ctx_mu_);
-    contexts_[id] = HeldContext{std::move(ctx), {}, false, std::move(logits), 0};
+    contexts_[id] = Held({std::move(ctx), {}, std::move(logits)});
     if (id.rfind("ctx_", 0) == 0) {
       const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/session.h"
 #include "engine/snapshot_store.h"
 #include "kv/snapshot.h"
 
@@ -58,22 +59,17 @@ struct ServerOptions {
   bool share_sessions = false;
 };
 
-// A held context (a session) and the sampled token it does not hold yet.
-struct HeldContext {
-  kv::Context context;
-  std::vector<int32_t> tail;
+// A held context: the engine's session (its context, the tokens it does not hold yet and the next token's
+// logits when known) as the server keeps it.
+struct HeldContext : engine::Session {
   bool busy = false;  // lent to a running request
-  // The next token's logits, when `tail` is empty and they are known (a snapshot restored with them, or a
-  // tail just settled): a completion with no new tokens samples from them without a forward pass.
-  std::vector<float> logits;
   // With a store: the generation of the session this copy is (0: never committed). Kept by the server's
   // map across TakeContext/ReturnContext; see Server::CommitSession.
   uint64_t generation = 0;
 };
 
-// How the server snapshots a session: at the cache's own precision (exact, and no larger than the KV it
-// holds) unless `f32` asks for the portable format, with its checkpoints and its next-token logits.
-kv::SnapshotOptions SessionSnapshotOptions(const HeldContext& held, bool f32 = false);
+// A held context of `session`, not busy and never committed.
+inline HeldContext Held(engine::Session session) { return HeldContext{std::move(session), false, 0}; }
 
 class Server {
  public:

@@ -14,9 +14,7 @@
 
 #include "base/file.h"
 #include "ctx_commands.h"
-#include "engine/engine.h"
-#include "engine/grammar_constraint.h"
-#include "grammar/json_schema.h"
+#include "llamay/llamay.h"
 #include "format.h"
 #include "generation.h"
 #include "kv/cache.h"
@@ -42,110 +40,79 @@ struct RunOptions {
   int64_t seed = -1;  // -1: random
   std::vector<std::string> stop;
   std::string json_schema, grammar;  // files
+  size_t ctx_size = 0;               // 0: the model's trained context
 };
 
-// --json-schema FILE or --grammar FILE as a constraint over the engine's vocabulary; none without either.
-Result<std::unique_ptr<engine::LogitsProcessor>> ConstraintFor(const RunOptions& o, engine::Engine& e) {
-  if (o.json_schema.empty() && o.grammar.empty()) return std::unique_ptr<engine::LogitsProcessor>();
-  if (!o.json_schema.empty() && !o.grammar.empty())
-    return InvalidArgumentError("use --json-schema or --grammar, not both");
+// --json-schema FILE or --grammar FILE as the session's constraint.
+Status Constrain(const RunOptions& o, Session& session) {
+  if (o.json_schema.empty() && o.grammar.empty()) return Status::Ok();
+  if (!o.json_schema.empty() && !o.grammar.empty()) return InvalidArgumentError("use --json-schema or --grammar, not both");
   const std::string& path = o.json_schema.empty() ? o.grammar : o.json_schema;
   LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(path));
   const std::string text(bytes.begin(), bytes.end());
-  auto g = o.json_schema.empty() ? grammar::ParseGbnf(text) : grammar::FromJsonSchemaText(text);
-  if (!g.ok()) return g.status().WithContext(path);
-  LLAMAY_ASSIGN_OR_RETURN(auto vocab, e.GrammarVocabulary());
-  return std::unique_ptr<engine::LogitsProcessor>(std::make_unique<engine::GrammarConstraint>(*g, vocab));
+  Status s = o.json_schema.empty() ? session.ConstrainToGrammar(text) : session.ConstrainToJsonSchema(text);
+  return s.ok() ? s : s.WithContext(path);
 }
 
-// Generation through the engine, the one decode loop the server uses too: the prompt, then the text as
-// it comes; a progress bar for a long prefill; Ctrl-C stops it (exit 130).
+// Generation through the public API (include/llamay/llamay.h), the engine the server uses too: the prompt,
+// then the text as it comes; a progress bar for a long prefill; Ctrl-C stops it (exit 130).
 int RunGenerate(const RunOptions& o) {
   if (o.batch == 0) return Fail(InvalidArgumentError("--batch must be positive"), kExitBadInput);
-  sampling::SamplingParams sp = o.sampling;
-  if (o.seed >= 0) {
-    sp.seed = static_cast<uint64_t>(o.seed);
-    sp.has_seed = true;
-  }
-  if (Status s = sp.Validate(); !s.ok()) return Fail(s, kExitBadInput);
-  auto m = LoadModelOrDemo(o.model, o.threads);
-  if (!m.ok()) return Fail(m.status(), kExitBadInput);
-  auto precision = kv::ParseKvPrecision(o.kv_precision);
-  if (!precision.ok()) return Fail(precision.status(), kExitBadInput);
-  auto ids = m->tokenizer->Encode(o.prompt, !o.no_bos, false);
-  if (!ids.ok()) return Fail(ids.status(), kExitBadInput);
-  if (ids->empty()) return Fail(InvalidArgumentError("the prompt encodes to no tokens"), kExitBadInput);
-  engine::EngineOptions eo;
-  eo.page_tokens = o.page_tokens;
-  eo.kv_precision = *precision;
-  eo.prefill_chunk = eo.max_batch_tokens = o.batch;
-  eo.kv_memory_bytes = size_t{64} << 30;  // one request: bounded by what it needs, not by a server's budget
-  eo.max_active = 1;
-  auto e = engine::Engine::Create(std::move(m->model), std::move(m->tokenizer), eo);
-  if (!e.ok()) return Fail(e.status(), kExitBadInput);
-  engine::Engine& engine = **e;
-
-  engine::Request r;
-  r.prompt = *ids;
-  r.sampling = sp;
-  r.max_tokens = o.n_predict;
-  r.retain = false;
-  r.stop = o.stop;
-  r.report_progress = ids->size() > o.batch && ::isatty(STDERR_FILENO);
-  auto constraint = ConstraintFor(o, engine);
-  if (!constraint.ok()) return Fail(constraint.status(), kExitBadInput);
-  if (*constraint) r.processors.push_back(std::move(*constraint));
-
-  InstallInterruptHandler();
-  struct Progress {
-    Clock::time_point start = Clock::now(), first_token;
-    bool bar = false, decoding = false;
-    size_t generated = 0;
-    engine::Usage usage;
+  if (Status s = o.sampling.Validate(); !s.ok()) return Fail(s, kExitBadInput);
+  if (o.model.empty()) PrintDemoModelNote();
+  Options opts;
+  opts.model_path = o.model;
+  opts.threads = o.threads;
+  opts.page_tokens = o.page_tokens;
+  opts.kv_precision = o.kv_precision;
+  opts.kv_memory_bytes = size_t{64} << 30;  // one session: bounded by what it needs
+  opts.max_context = o.ctx_size;
+  opts.prefill_chunk = o.batch;
+  auto engine = Engine::Open(opts);
+  if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
+  std::unique_ptr<Session> session = (*engine)->NewSession();
+  if (Status s = Constrain(o, *session); !s.ok()) return Fail(s, kExitBadInput);
+  GenerateOptions g;
+  const sampling::SamplingParams& sp = o.sampling;
+  g.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.repeat_penalty, sp.repeat_last_n,
+                sp.frequency_penalty, sp.presence_penalty, o.seed};
+  g.max_tokens = o.n_predict;
+  g.stop = o.stop;
+  const bool tty = ::isatty(STDERR_FILENO);
+  bool bar = false;
+  Clock::time_point first_text{};
+  g.on_prefill_progress = [&](size_t done, size_t total) {
+    if (tty && total > o.batch) {
+      bar = true;
+      DrawProgress(done, total);
+    }
+    return !InterruptRequested();
   };
-  auto p = std::make_shared<Progress>();
-  const size_t prompt_tokens = ids->size();
+  InstallInterruptHandler();
   std::printf("%s", o.prompt.c_str());
   std::fflush(stdout);
-  // The sink runs on the engine's thread; this thread only waits.
-  engine::Sink sink = [p, prompt_tokens](engine::Event& ev) {
-    if (ev.prefilled > 0 && !ev.finished && ev.token < 0) {
-      p->bar = true;
-      DrawProgress(ev.prefilled, prompt_tokens - ev.usage.cached_tokens);
-      return true;
+  const auto t0 = Clock::now();
+  size_t pieces = 0;
+  auto out = session->Generate(o.prompt, g, [&](std::string_view text) {
+    if (pieces++ == 0) {
+      first_text = Clock::now();
+      if (bar) std::fprintf(stderr, "\n");
     }
-    if (!p->decoding && (ev.token >= 0 || ev.finished)) {
-      p->decoding = true;
-      p->first_token = Clock::now();
-      if (p->bar) std::fprintf(stderr, "\n");
-    }
-    if (ev.token >= 0) ++p->generated;
-    std::printf("%s", ev.text.c_str());
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-    if (ev.finished) p->usage = ev.usage;
-    return true;
-  };
-  auto done = std::make_shared<std::promise<engine::Event>>();
-  auto id = engine.Submit(std::move(r), [sink, done](engine::Event& ev) {
-    sink(ev);
-    if (ev.finished) done->set_value(std::move(ev));
-    return true;
+    return !InterruptRequested();
   });
-  if (!id.ok()) return Fail(id.status(), kExitFailure);
-  std::future<engine::Event> f = done->get_future();
-  while (f.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
-    if (InterruptRequested()) engine.Cancel(*id);
-  const engine::Event end = f.get();
   std::printf("\n");
-  if (end.reason == engine::FinishReason::kError) return Fail(end.error, kExitFailure);
-  if (end.reason == engine::FinishReason::kCancelled) return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
-  const double prefill_s = std::chrono::duration<double>(p->first_token - p->start).count();
-  const double decode_s = SecondsSince(p->first_token);
-  const size_t computed = p->usage.prompt_tokens - p->usage.cached_tokens;
+  if (!out.ok()) return Fail(out.status(), out.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+  if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
+  if (pieces == 0) first_text = Clock::now();
+  const double prefill_s = std::chrono::duration<double>(first_text - t0).count();
+  const double decode_s = SecondsSince(first_text);
+  const size_t computed = out->prompt_tokens - out->cached_tokens;
   std::fprintf(stderr, "\nprompt: %zu tokens in %s (%.1f tokens/s); generation: %zu tokens in %s (%.1f tokens/s)\n",
                computed, FormatDuration(prefill_s).c_str(), static_cast<double>(computed) / std::max(prefill_s, 1e-9),
-               p->generated, FormatDuration(decode_s).c_str(),
-               static_cast<double>(p->generated) / std::max(decode_s, 1e-9));
+               out->tokens.size(), FormatDuration(decode_s).c_str(),
+               static_cast<double>(out->tokens.size()) / std::max(decode_s, 1e-9));
   return kExitOk;
 }
 
@@ -201,6 +168,8 @@ void AddModelCommands(CLI::App& app, int* exit_code) {
   run->add_option("--repeat-penalty", ro->sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   run->add_option("--repeat-last-n", ro->sampling.repeat_last_n, "Window of the penalties")->capture_default_str();
   run->add_option("--seed", ro->seed, "Random seed (-1: random)")->capture_default_str();
+  run->add_option("-c,--ctx-size", ro->ctx_size, "Positions the context may hold (0: the model's trained context)")
+      ->capture_default_str();
   run->add_option("--stop", ro->stop, "Stop where the text contains this (repeatable)");
   run->add_option("--json-schema", ro->json_schema, "Constrain the output to this JSON Schema (a file)");
   run->add_option("--grammar", ro->grammar, "Constrain the output to this GBNF grammar (a file)");

@@ -7,11 +7,15 @@
 
 namespace llamay::cli {
 
+void PrintDemoModelNote() {
+  std::fprintf(stderr, "llamay: no -m given: using the built-in demo model (its text is meaningless; "
+                       "pass -m MODEL.gguf for a real one)\n");
+}
+
 Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
   LoadedModel out;
   if (path.empty()) {
-    std::fprintf(stderr, "llamay: no -m given: using the built-in demo model (its text is meaningless; "
-                         "pass -m MODEL.gguf for a real one)\n");
+    PrintDemoModelNote();
     LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
     LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::FromFile(std::move(f), threads));
   } else {

@@ -24,6 +24,9 @@ struct LoadedModel {
 // architecture or vocabulary) mean bad input: callers exit with kExitBadInput.
 Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads = 0);
 
+// The note that says the demo model's text is meaningless (stderr), for commands run without -m.
+void PrintDemoModelNote();
+
 // Only the tokenizer: `path` may be a vocabulary-only GGUF (no tensors). No note for the demo model.
 Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizerOrDemo(const std::string& path);
 

@@ -1,0 +1,225 @@
+// The public API (include/llamay/llamay.h) over the engine: Engine wraps engine::Engine with its model
+// and tokenizer; Session wraps engine::Session with the session's constraint.
+#include <future>
+#include <optional>
+
+#include "engine/engine.h"
+#include "engine/grammar_constraint.h"
+#include "engine/session.h"
+#include "grammar/json_schema.h"
+#include "llamay/llamay.h"
+#include "model/demo_model.h"
+
+namespace llamay {
+
+struct Engine::Impl {
+  std::unique_ptr<engine::Engine> engine;
+  std::string name;
+};
+
+struct Session::Impl {
+  engine::Engine* engine = nullptr;
+  engine::Session session;
+  std::optional<engine::GrammarConstraint> constraint;
+};
+
+namespace {
+
+// The session's constraint lent to one request: the request advances the session's own state.
+class LentConstraint : public engine::LogitsProcessor {
+ public:
+  explicit LentConstraint(engine::GrammarConstraint* c) : c_(c) {}
+  Status Process(std::span<float> logits) override { return c_->Process(logits); }
+  Status Accept(int32_t token) override { return c_->Accept(token); }
+  std::unique_ptr<engine::LogitsProcessor> Clone() const override { return c_->Clone(); }
+
+ private:
+  engine::GrammarConstraint* c_;
+};
+
+Result<engine::Request> RequestFor(const GenerateOptions& o) {
+  engine::Request r;
+  const SamplingOptions& in = o.sampling;
+  sampling::SamplingParams& sp = r.sampling;
+  sp.temperature = in.temperature;
+  sp.top_k = in.top_k;
+  sp.top_p = in.top_p;
+  sp.min_p = in.min_p;
+  sp.repeat_penalty = in.repeat_penalty;
+  sp.repeat_last_n = in.repeat_last_n;
+  sp.frequency_penalty = in.frequency_penalty;
+  sp.presence_penalty = in.presence_penalty;
+  sp.has_seed = in.seed >= 0;
+  sp.seed = sp.has_seed ? static_cast<uint64_t>(in.seed) : 0;
+  LLAMAY_RETURN_IF_ERROR(sp.Validate());
+  if (o.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
+  r.max_tokens = o.max_tokens;
+  r.stop = o.stop;
+  r.report_progress = static_cast<bool>(o.on_prefill_progress);
+  return r;
+}
+
+const char* FinishName(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kLength: return "length";
+    case engine::FinishReason::kCancelled: return "cancelled";
+    default: return "stop";
+  }
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Open(const Options& o) {
+  std::unique_ptr<model::Model> m;
+  if (o.model_path.empty()) {
+    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
+    LLAMAY_ASSIGN_OR_RETURN(m, model::Model::FromFile(std::move(f), o.threads));
+  } else {
+    LLAMAY_ASSIGN_OR_RETURN(m, model::Model::Load(o.model_path, o.threads));
+  }
+  LLAMAY_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok, tokenizer::Tokenizer::FromGguf(m->file()));
+  LLAMAY_ASSIGN_OR_RETURN(kv::KvPrecision precision, kv::ParseKvPrecision(o.kv_precision));
+  auto impl = std::make_unique<Impl>();
+  impl->name = m->file().GetStringOr("general.name", o.model_path.empty() ? model::kDemoModelName : o.model_path);
+  engine::EngineOptions eo;
+  eo.page_tokens = o.page_tokens;
+  eo.kv_precision = precision;
+  eo.kv_memory_bytes = o.kv_memory_bytes;
+  eo.max_context = o.max_context != 0 ? o.max_context : m->hparams().n_ctx_train;
+  eo.prefill_chunk = eo.max_batch_tokens = std::max<size_t>(o.prefill_chunk, 1);
+  LLAMAY_ASSIGN_OR_RETURN(impl->engine, engine::Engine::Create(std::move(m), std::move(tok), eo));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const std::string& Engine::model_name() const { return impl_->name; }
+
+Result<std::vector<int32_t>> Engine::Tokenize(std::string_view text, bool add_bos) const {
+  return impl_->engine->tokenizer().Encode(text, add_bos, /*parse_special=*/false);
+}
+
+std::string Engine::Detokenize(std::span<const int32_t> tokens) const {
+  return impl_->engine->tokenizer().Decode(tokens);
+}
+
+size_t Engine::max_context() const { return impl_->engine->options().max_context; }
+
+std::unique_ptr<Session> Engine::NewSession() {
+  auto impl = std::make_unique<Session::Impl>();
+  impl->engine = impl_->engine.get();
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Result<std::unique_ptr<Session>> Engine::Restore(const std::string& path) {
+  engine::Engine& e = *impl_->engine;
+  std::vector<float> logits;
+  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx, kv::LoadSnapshot(e.cache(), path, e.model().weight_digest(), &logits));
+  std::unique_ptr<Session> s = NewSession();
+  s->impl_->session = engine::Session{std::move(ctx), {}, std::move(logits)};
+  return s;
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Result<Output> Session::Generate(std::string_view text, const GenerateOptions& options,
+                                 const std::function<bool(std::string_view)>& on_text) {
+  const bool first = tokens() == 0;
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, impl_->engine->tokenizer().Encode(
+                                                        text, /*add_special=*/first, /*parse_special=*/false,
+                                                        /*continuation=*/!first));
+  return Generate(std::span<const int32_t>(ids), options, on_text);
+}
+
+Result<Output> Session::Generate(std::span<const int32_t> tokens, const GenerateOptions& options,
+                                 const std::function<bool(std::string_view)>& on_text) {
+  Impl& s = *impl_;
+  LLAMAY_ASSIGN_OR_RETURN(engine::Request r, RequestFor(options));
+  const std::optional<engine::GrammarConstraint> before = s.constraint;  // an error puts it back
+  if (s.constraint) r.processors.push_back(std::make_unique<LentConstraint>(&*s.constraint));
+  const bool fresh = !s.session.context.valid() && s.session.tail.empty();
+  if (fresh) {  // the first turn starts from the prefix tree
+    if (tokens.empty()) return InvalidArgumentError("a new session needs input to start from");
+    r.prompt.assign(tokens.begin(), tokens.end());
+    r.return_context = true;
+  } else {
+    LLAMAY_ASSIGN_OR_RETURN(r, s.session.Continue(tokens, std::move(r)));
+  }
+  auto out = std::make_shared<Output>();
+  auto done = std::make_shared<std::promise<engine::Event>>();
+  const auto& progress = options.on_prefill_progress;
+  Result<uint64_t> id = s.engine->Submit(std::move(r), [out, done, &on_text, &progress](engine::Event& e) {
+    if (e.prefilled > 0 && e.token < 0 && !e.finished)
+      return progress(e.prefilled, e.usage.prompt_tokens - e.usage.cached_tokens);
+    if (e.token >= 0) out->tokens.push_back(e.token);
+    out->text += e.text;
+    const bool go_on = e.text.empty() || !on_text || on_text(e.text);
+    if (e.finished) done->set_value(std::move(e));
+    return go_on;
+  });
+  if (!id.ok()) {
+    if (!fresh) s.session.Return(r);
+    s.constraint = before;
+    return id.status();
+  }
+  engine::Event end = done->get_future().get();
+  if (fresh) {
+    if (end.reason != engine::FinishReason::kError) {
+      s.session.context = std::move(end.context);
+      s.session.tail = std::move(end.tail);
+    }
+  } else {
+    s.session.Return(end);
+  }
+  if (end.reason == engine::FinishReason::kError) {
+    s.constraint = before;
+    return end.error;
+  }
+  out->finish_reason = FinishName(end.reason);
+  out->prompt_tokens = end.usage.prompt_tokens;
+  out->cached_tokens = end.usage.cached_tokens;
+  return std::move(*out);
+}
+
+Status Session::ConstrainToJsonSchema(std::string_view schema_json) {
+  LLAMAY_ASSIGN_OR_RETURN(auto g, grammar::FromJsonSchemaText(schema_json));
+  LLAMAY_ASSIGN_OR_RETURN(auto vocab, impl_->engine->GrammarVocabulary());
+  impl_->constraint.emplace(std::move(g), std::move(vocab));
+  return Status::Ok();
+}
+
+Status Session::ConstrainToGrammar(std::string_view gbnf) {
+  LLAMAY_ASSIGN_OR_RETURN(auto g, grammar::ParseGbnf(gbnf));
+  LLAMAY_ASSIGN_OR_RETURN(auto vocab, impl_->engine->GrammarVocabulary());
+  impl_->constraint.emplace(std::move(g), std::move(vocab));
+  return Status::Ok();
+}
+
+void Session::ClearConstraint() { impl_->constraint.reset(); }
+
+std::vector<std::unique_ptr<Session>> Session::Fork(size_t n) {
+  std::vector<std::unique_ptr<Session>> out;
+  std::vector<engine::Session> branches =
+      impl_->session.context.valid() ? impl_->session.Fork(n) : std::vector<engine::Session>(n);
+  for (engine::Session& b : branches) {
+    auto impl = std::make_unique<Impl>();
+    impl->engine = impl_->engine;
+    impl->session = std::move(b);
+    impl->constraint = impl_->constraint;
+    out.push_back(std::unique_ptr<Session>(new Session(std::move(impl))));
+  }
+  return out;
+}
+
+Status Session::Snapshot(const std::string& path) {
+  engine::Session& s = impl_->session;
+  if (!s.context.valid()) return FailedPreconditionError("the session is empty: nothing to snapshot");
+  LLAMAY_RETURN_IF_ERROR(s.Settle(*impl_->engine));
+  return kv::SaveSnapshot(s.context, impl_->engine->model().weight_digest(), path, s.SnapshotOptions());
+}
+
+size_t Session::tokens() const { return impl_->session.context.valid() ? impl_->session.tokens() : impl_->session.tail.size(); }
+
+}  // namespace llamay
