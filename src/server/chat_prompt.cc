@@ -71,7 +71,10 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
 }
 
 Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, bool session,
-                                                const std::vector<toolcall::ToolSpec>& tools) const {
+                                                const std::vector<toolcall::ToolSpec>& all_tools,
+                                                bool describe_tools) const {
+  static const std::vector<toolcall::ToolSpec> kNone;
+  const std::vector<toolcall::ToolSpec>& tools = describe_tools ? all_tools : kNone;
   if (!problem_.ok()) return problem_;
   bool tool_messages = false;
   for (const auto& m : messages) {
@@ -82,7 +85,7 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, 
   LLAMAY_ASSIGN_OR_RETURN(nlohmann::json normalized, WithTextContent(messages));
   nlohmann::ordered_json ordered = normalized;
   nlohmann::ordered_json tools_var = nullptr;
-  if (!tools.empty() || tool_messages) {
+  if (!all_tools.empty() || tool_messages) {
     if (tool_prompt_) {
       ordered = toolcall::MessagesWithToolPrompt(tool_format_, ordered, tools);
     } else {
@@ -110,8 +113,8 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, 
 }
 
 Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
-                                              const std::vector<toolcall::ToolSpec>& tools) {
-  return server.chat_prompt().Tokens(messages, session, tools);
+                                              const std::vector<toolcall::ToolSpec>& tools, bool describe_tools) {
+  return server.chat_prompt().Tokens(messages, session, tools, describe_tools);
 }
 
 }  // namespace llamay::server

@@ -44,8 +44,11 @@ class ChatPrompt {
   // With `tools` (or messages that carry tool calls and results): the template renders them when it
   // can (toolcall::UseToolSystemPrompt says when it cannot; then a system message describes them and
   // calls and results are written as text).
+  // A session that already holds a conversation (`describe_tools` false) has had its tools described: the
+  // continuation renders only its messages (tool results, new user turns), so its prefill is just those.
   Result<std::vector<int32_t>> Tokens(const nlohmann::json& messages, bool session,
-                                      const std::vector<toolcall::ToolSpec>& tools = {}) const;
+                                      const std::vector<toolcall::ToolSpec>& tools = {},
+                                      bool describe_tools = true) const;
 
   // The model's tool-call syntax, detected once from its template and vocabulary.
   toolcall::ToolFormat tool_format() const { return tool_format_; }
@@ -62,7 +65,8 @@ class ChatPrompt {
 
 // server.chat_prompt().Tokens(messages, session, tools).
 Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
-                                              const std::vector<toolcall::ToolSpec>& tools = {});
+                                              const std::vector<toolcall::ToolSpec>& tools = {},
+                                              bool describe_tools = true);
 
 }  // namespace llamay::server
 

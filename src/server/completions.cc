@@ -124,7 +124,10 @@ Status ParseParams(Server& server, const json& body, const std::string& raw, boo
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
         return InvalidArgumentError("'messages' must be a non-empty array");
       LLAMAY_RETURN_IF_ERROR(ParseTools(server, body, raw, p));
-      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(server, body["messages"], !p->session.empty(), p->tools));
+      // A session that holds a conversation had its tools described when it began.
+      const bool describe_tools = p->session.empty() || server.HeldTokens(p->session) == 0;
+      LLAMAY_ASSIGN_OR_RETURN(p->prompt, ChatPromptTokens(server, body["messages"], !p->session.empty(), p->tools,
+                                                          describe_tools));
     } else {
       if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
       const json& pr = body["prompt"];

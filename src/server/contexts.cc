@@ -5,6 +5,7 @@
 #include "server/completions.h"
 #include "server/connection_watch.h"
 #include "server/http_util.h"
+#include "server/structured_output.h"
 
 namespace llamay::server {
 namespace {
@@ -41,7 +42,13 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
   std::vector<int32_t> tokens;
   if (body.contains("messages")) {
     if (!body["messages"].is_array()) return SendError(res, 400, "'messages' must be an array");
-    auto t = ChatPromptTokens(server, body["messages"], false);
+    std::vector<toolcall::ToolSpec> tools;  // a conversation with tools starts with them described
+    if (body.contains("tools") && !body["tools"].is_null()) {
+      auto parsed = toolcall::ParseTools(OrderedBody(raw)["tools"]);
+      if (!parsed.ok()) return SendStatus(res, parsed.status());
+      tools = std::move(*parsed);
+    }
+    auto t = ChatPromptTokens(server, body["messages"], false, tools);
     if (!t.ok()) return SendStatus(res, t.status());
     tokens = std::move(*t);
   } else if (body.contains("prompt")) {

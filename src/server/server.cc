@@ -49,6 +49,13 @@ void Server::PutContext(const std::string& id, HeldContext held) {
   contexts_[id] = std::move(held);
 }
 
+size_t Server::HeldTokens(const std::string& id) {
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return 0;
+  return it->second.busy ? 1 : it->second.tokens();
+}
+
 Result<HeldContext> Server::TakeContext(const std::string& id) {
   std::lock_guard l(ctx_mu_);
   auto it = contexts_.find(id);

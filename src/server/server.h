@@ -120,6 +120,8 @@ class Server {
   // computed positions only). The work runs on a fork: on failure `held` is unchanged. `stop` as for
   // Engine::Generate: once it returns true the work is cancelled (CancelledStatus()).
   Status SettleTail(HeldContext& held, const std::function<bool()>& stop = {});
+  // Tokens held by context `id` (0 when there is none; a context lent to a request counts as holding some).
+  size_t HeldTokens(const std::string& id);
   std::mutex& contexts_mu() { return ctx_mu_; }
   std::map<std::string, HeldContext>& contexts() { return contexts_; }
 

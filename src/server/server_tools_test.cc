@@ -91,5 +91,29 @@ TEST(ServerTools, TheDefaultTemplateIsTheGenericFormatWithToolsInASystemMessage)
   EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup");
 }
 
+TEST(ServerTools, ASessionsNextTurnPrefillsOnlyItsNewMessages) {
+  Served s = Serve("");  // the generic format: tools described in a system message
+  auto created = s.client->Post("/v1/contexts", "{}", "application/json");
+  ASSERT_TRUE(created && created->status == 200);
+  const std::string id = json::parse(created->body)["id"];
+  const json first = PostOk(s, {{"messages", json::array({{{"role", "user"}, {"content", "define dog"}}})},
+                                {"tools", Tools()}, {"tool_choice", "required"}, {"max_tokens", 300},
+                                {"temperature", 0.8}, {"seed", 3}, {"llamay_session", id}});
+  ASSERT_EQ(first["choices"][0]["finish_reason"], "tool_calls") << first.dump();
+  const json call = first["choices"][0]["message"]["tool_calls"][0];
+  const std::string result = "a loyal animal";
+  const json second = PostOk(s, {{"messages", json::array({{{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", result}}})},
+                                 {"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 2}, {"llamay_session", id}});
+  // Only the tool result in its user turn's framing (about 100 bytes of ChatML, a token per byte in the
+  // demo vocabulary) and the pending token: not the tools' description again, which is most of the first
+  // turn's prompt.
+  const int prefilled = second["usage"]["prompt_tokens"].get<int>() - second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  const std::string framed = "<|im_start|>user\n<tool_response>\n" + result + "\n</tool_response><|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_LE(prefilled, static_cast<int>(framed.size()) + 8) << second.dump();
+  EXPECT_GT(first["usage"]["prompt_tokens"].get<int>(), 1000);
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            first["usage"]["prompt_tokens"].get<int>() + first["usage"]["completion_tokens"].get<int>());
+}
+
 }  // namespace
 }  // namespace llamay::server
