@@ -4,7 +4,7 @@
 // aborts. Greedy (temperature 0) output is compared exactly across these paths. Run by run.sh.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { URL_MAIN as U, http, record, serverErrors, startServer, sleep } from './lib/server.mjs';
+import { URL_MAIN as U, http, recordingFetch, serverErrors, startServer, sleep } from './lib/server.mjs';
 
 let OpenAI;
 try {
@@ -16,11 +16,6 @@ try {
 }
 
 // Every response the client gets is recorded, so the last test can assert that none was a 5xx.
-const recordingFetch = async (url, init) => {
-  const res = await fetch(url, init);
-  record(init?.method ?? 'GET', String(url), res.status);
-  return res;
-};
 const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000, fetch: recordingFetch });
 const messages = [{ role: 'user', content: 'Say something about forks.' }];
 const MAX = 12;

@@ -21,6 +21,13 @@ export function record(method, url, status) {
   if (status >= 500) serverErrors.push(`${method} ${url} -> ${status}`);
 }
 
+// fetch for the openai client, recording every status (so a test can assert that none was a 5xx).
+export async function recordingFetch(url, init) {
+  const res = await fetch(url, init);
+  record(init?.method ?? 'GET', String(url), res.status);
+  return res;
+}
+
 // fetch, recorded. Returns { status, headers, text, json (parsed or undefined), bytes (when opts.binary) }.
 export async function http(url, opts = {}) {
   const method = opts.method ?? (opts.body !== undefined ? 'POST' : 'GET');
