@@ -10,6 +10,9 @@
 #   SBS_TYPES         weight types (default "f16 q8_0 q4_0 q4_K_M").
 #   SBS_ROUNDS        rounds (default 2; odd rounds run llamay first, even rounds the peer first).
 #   SBS_REPS          repetitions per run (default 3), SBS_THREADS (default 2), SBS_PP (512), SBS_TG (128).
+#   SBS_PAIR=1        instead: two processes of each engine at once (each with SBS_THREADS threads, so
+#                     together they ask for twice the cores), against one alone: a pool that spins while it
+#                     waits takes cores the other process needs (issue 12). Prompt and generation rates.
 #   SBS_MAX_LOAD      refuse to start when the 1-minute load average is above this (default 0.7).
 #   SBS_FORCE=1       run anyway on a busy machine (the table is then marked as measured under load).
 # While it runs /tmp/BENCH_RUNNING exists (other developers wait for it); it is removed on exit.
@@ -99,6 +102,37 @@ run_peer() {
     END { printf "%s %s\n", (p == "" ? "-" : p), (g == "" ? "-" : g) }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+
+# "pp tg" of two runs of `$1` (run_llamay or run_peer) on file `$2` at once, as "ppA tgA ppB tgB".
+run_pair() {
+  local a b
+  a=$(mktemp) b=$(mktemp)
+  "$1" "$2" >"$a" &
+  "$1" "$2" >"$b" &
+  wait
+  echo "$(cat "$a") $(cat "$b")"
+  rm -f "$a" "$b"
+}
+sum() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", a + b }'; }
+
+if [ "${SBS_PAIR:-0}" = 1 ]; then
+  echo "# two processes at once, $(date -u +%FT%TZ), llamay LLAMAY_ISA=${LLAMAY_ISA:-default}; -p $pp -n $tg -r $reps -t $threads each; load at start $load1"
+  echo
+  echo "| weights | engine | alone pp$pp | two at once: each pp$pp | together / alone | alone tg$tg | two at once: each tg$tg | together / alone |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for t in $types; do
+    f=$(model_file "$t")
+    for engine in llamay peer; do
+      read -r p1 g1 < <("run_$engine" "$f")
+      read -r pa ga pb gb < <(run_pair "run_$engine" "$f")
+      name=$([ "$engine" = peer ] && echo llama.cpp || echo llamay)
+      echo "| $t | $name | $p1 | $pa, $pb | $(ratio "$(sum "$pa" "$pb")" "$p1") | $g1 | $ga, $gb | $(ratio "$(sum "$ga" "$gb")" "$g1") |"
+    done
+  done
+  echo
+  echo "# load at end $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 
 isa=${LLAMAY_ISA:-default}
 echo "# side by side, $(date -u +%FT%TZ), llamay LLAMAY_ISA=$isa, peer $peers/llama-bench (${LLAMA_PEER_VARIANT:-its default variant})"

@@ -290,5 +290,39 @@ TEST(EngineConstraint, ALazyGrammarWaitsForItsTrigger) {
   }
 }
 
+TEST(EngineConstraint, AGrammarWhoseParsesMultiplyEndsTheRequestQuickly) {
+  // Found by grammar_fuzz: each "(" doubles the parses of this grammar (a or b at every level), and with
+  // them the cost of a mask; unchecked, 14 tokens made one mask take 15 s on the engine's thread.
+  auto e = MakeEngine();
+  auto vocab = e->GrammarVocabulary();
+  ASSERT_TRUE(vocab.ok());
+  auto g = grammar::ParseGbnf("root ::= a\na ::= \"(\" ( a | b )*\nb ::= \"(\" ( a | b )*");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  int32_t open = -1;
+  for (int32_t t = 0; t < (*vocab)->size(); ++t)
+    if ((*vocab)->token_bytes(t) == "(") open = t;
+  ASSERT_GE(open, 0);
+  GrammarConstraint c(*g, *vocab);
+  std::vector<float> logits(static_cast<size_t>((*vocab)->size()), 0.0f);
+  Status s;
+  int accepted = 0;
+  for (; accepted < 40 && s.ok(); ++accepted) {
+    ASSERT_TRUE(c.Process(logits).ok());
+    s = c.Accept(open);
+  }
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("too ambiguous"), std::string::npos) << s.ToString();
+  EXPECT_LT(accepted, 12);
+  // Through the engine: the request ends with that error and the engine goes on serving.
+  Request r = Make("(", *e, 64, 1.0f, 3);
+  // No end token: it keeps writing "(" until the check ends it.
+  r.processors.push_back(std::make_unique<Ban>(e->tokenizer().eos(), nullptr, nullptr));
+  r.processors.push_back(std::make_unique<GrammarConstraint>(*g, *vocab));
+  Streamed out = Stream(*e, std::move(r));
+  EXPECT_EQ(out.reason, FinishReason::kError);
+  EXPECT_NE(out.error.message().find("too ambiguous"), std::string::npos) << out.error.ToString();
+  EXPECT_TRUE(e->Generate(Make("ok", *e, 2)).ok());
+}
+
 }  // namespace
 }  // namespace llamay::engine

@@ -58,7 +58,7 @@ Status GrammarConstraint::Accept(int32_t token) {
     if (matcher_.IsTerminated()) return Status::Ok();
     Status s = matcher_.Accept(token);
     if (!s.ok()) return s.WithContext("grammar constraint");
-    return Status::Ok();
+    return CheckAmbiguity();
   }
   if (token < 0 || token >= vocab.size()) return Status::Ok();
   recent_ += vocab.token_bytes(token);
@@ -76,7 +76,14 @@ Status GrammarConstraint::Accept(int32_t token) {
   Status s = matcher_.AcceptBytes(std::string_view(recent_).substr(at));
   recent_.clear();
   if (!s.ok()) return s.WithContext("grammar constraint: the text after the trigger");
-  return Status::Ok();
+  return CheckAmbiguity();
+}
+
+Status GrammarConstraint::CheckAmbiguity() const {
+  if (matcher_.num_stacks() <= kMaxStacks) return Status::Ok();
+  return InvalidArgumentError("the grammar is too ambiguous: the output so far can be parsed " +
+                              std::to_string(matcher_.num_stacks()) + " ways at once (at most " +
+                              std::to_string(kMaxStacks) + "); make its alternatives and repetitions distinct");
 }
 
 std::unique_ptr<LogitsProcessor> GrammarConstraint::Clone() const {

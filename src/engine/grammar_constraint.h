@@ -28,6 +28,12 @@ namespace llamay::engine {
 
 class GrammarConstraint : public LogitsProcessor {
  public:
+  // Parses followed at once, at most. An ambiguous recursive grammar can double them with every token
+  // (`a ::= "(" (a | b)*` with `b` alike), and a mask's cost grows with them; past this the request ends
+  // with InvalidArgument rather than stall the engine's thread for everyone (a mask over 128 stacks of a
+  // 32k vocabulary stays within milliseconds).
+  static constexpr int32_t kMaxStacks = 128;
+
   // A string that switches a lazy grammar on; `at_start`: only where nothing but whitespace precedes it in
   // the output (a JSON tool call that must be the whole message).
   struct Trigger {
@@ -52,6 +58,8 @@ class GrammarConstraint : public LogitsProcessor {
   grammar::Matcher matcher_;
   // Where the earliest trigger starts in recent_, or npos.
   size_t FindTrigger() const;
+  // InvalidArgument once the matcher follows more than kMaxStacks parses.
+  Status CheckAmbiguity() const;
 
   std::vector<Trigger> triggers_;
   bool active_;

@@ -11,6 +11,7 @@
 #include "engine/logprobs_test_util.h"
 #include "model/demo_model.h"
 #include "server/server.h"
+#include "server/server_test_util.h"
 
 namespace llamay::server {
 namespace {
@@ -29,7 +30,7 @@ class Served {
     server_ = std::make_unique<Server>(engine_.get(), o);
     EXPECT_TRUE(server_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(60, 0);
+    client_->set_read_timeout(kClientTimeoutSeconds, 0);
   }
   ~Served() {
     server_.reset();

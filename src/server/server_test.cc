@@ -363,7 +363,7 @@ TEST(SharedSessions, ASessionAlternatingBetweenInstancesContinuesExactly) {
     i.server = std::make_unique<Server>(i.engine.get(), o);
     EXPECT_TRUE(i.server->Start().ok());
     i.client = std::make_unique<httplib::Client>("127.0.0.1", i.server->port());
-    i.client->set_read_timeout(60, 0);
+    i.client->set_read_timeout(kClientTimeoutSeconds, 0);
     return i;
   };
   auto post = [](Instance& i, const std::string& path, const json& body) {

@@ -16,6 +16,9 @@ namespace llamay::server {
 
 using json = nlohmann::json;
 
+// The test clients' read timeout.
+inline constexpr int kClientTimeoutSeconds = 300;
+
 inline std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {
   auto m = model::Model::FromFile(std::move(*gguf::File::FromBuffer(model::BuildDemoModel())));
   EXPECT_TRUE(m.ok());
@@ -37,7 +40,9 @@ class ServerTest : public testing::Test {
     server_ = std::make_unique<Server>(engine_.get(), o);
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(60, 0);
+    // Generous: a sanitizer build on a loaded 2-core machine prefills a few thousand tokens in tens of
+    // seconds. A server that hangs still fails, at ctest's timeout.
+    client_->set_read_timeout(kClientTimeoutSeconds, 0);
   }
   void TearDown() override {
     server_.reset();

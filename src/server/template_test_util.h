@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "model/demo_model.h"
 #include "server/server.h"
+#include "server/server_test_util.h"
 
 namespace llamay::server {
 
@@ -77,7 +78,7 @@ inline Served Serve(const std::string& tmpl) {
   s.server = std::make_unique<Server>(s.engine.get(), o);
   EXPECT_TRUE(s.server->Start().ok());
   s.client = std::make_unique<httplib::Client>("127.0.0.1", s.server->port());
-  s.client->set_read_timeout(30, 0);
+  s.client->set_read_timeout(kClientTimeoutSeconds, 0);
   return s;
 }
 
