@@ -38,13 +38,7 @@ class Served {
   }
   engine::Engine& engine() { return *engine_; }
 
-  json Post(const std::string& path, const json& body, int want = 200) {
-    auto r = client_->Post(path.c_str(), body.dump(), "application/json");
-    EXPECT_TRUE(r) << path;
-    if (!r) return {};
-    EXPECT_EQ(r->status, want) << path << ": " << r->body;
-    return json::parse(r->body, nullptr, false);
-  }
+  json Post(const std::string& path, const json& body, int want = 200) { return PostJson(*client_, path, body, want); }
   // The chunks of a streamed answer (the data lines before [DONE]).
   std::vector<json> Stream(const std::string& path, json body) {
     body["stream"] = true;

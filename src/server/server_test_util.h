@@ -19,6 +19,15 @@ using json = nlohmann::json;
 // The test clients' read timeout.
 inline constexpr int kClientTimeoutSeconds = 300;
 
+// POSTs `body` as JSON and returns the parsed answer, recording a failure unless its status is `want`.
+inline json PostJson(httplib::Client& client, const std::string& path, const json& body, int want = 200) {
+  auto r = client.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(r) << path;
+  if (!r) return {};
+  EXPECT_EQ(r->status, want) << path << ": " << r->body;
+  return json::parse(r->body, nullptr, false);
+}
+
 inline std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {
   auto m = model::Model::FromFile(std::move(*gguf::File::FromBuffer(model::BuildDemoModel())));
   EXPECT_TRUE(m.ok());
@@ -48,13 +57,7 @@ class ServerTest : public testing::Test {
     server_.reset();
     engine_.reset();
   }
-  json Post(const std::string& path, const json& body, int want = 200) {
-    auto r = client_->Post(path.c_str(), body.dump(), "application/json");
-    EXPECT_TRUE(r) << path;
-    if (!r) return {};
-    EXPECT_EQ(r->status, want) << path << ": " << r->body;
-    return json::parse(r->body, nullptr, false);
-  }
+  json Post(const std::string& path, const json& body, int want = 200) { return PostJson(*client_, path, body, want); }
   // The text, and with "logprobs" the log probabilities too: the demo model's greedy text soon repeats one
   // letter, so exactness checks compare the logprobs (floats through JSON, compared exactly) as well.
   std::string Completion(const json& body) {
