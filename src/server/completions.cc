@@ -246,6 +246,7 @@ struct Choice {
   size_t logprobs_sent = 0;  // entries already streamed
   size_t echo_code_points = 0;  // of the echoed prompt that starts the text
   std::unique_ptr<toolcall::ToolCallStream> tool_stream;  // streamed chat with tools
+  bool tool_stream_finished = false;                      // its Finish() was called (once, at the end)
   bool done = false;
   bool started = false;  // an event (a token or the end) has arrived
   std::string finish;
@@ -673,9 +674,10 @@ void HandleCompletion(Server& server, const httplib::Request& req, const std::st
     Choice& c = job->choices[ci];
     // With tools the text goes through the choice's tool-call parser: content and call deltas.
     json calls = nullptr;
-    if (c.tool_stream) {
+    if (c.tool_stream && !c.tool_stream_finished) {
       toolcall::ToolDelta td = c.tool_stream->Push(delta);
       if (c.done) {
+        c.tool_stream_finished = true;
         toolcall::ToolDelta rest = c.tool_stream->Finish();
         td.content += rest.content;
         td.calls.insert(td.calls.end(), rest.calls.begin(), rest.calls.end());
