@@ -59,28 +59,14 @@ Result<engine::Request> RequestFor(const GenerateOptions& o) {
   return r;
 }
 
-const char* FinishName(engine::FinishReason r) {
-  switch (r) {
-    case engine::FinishReason::kLength: return "length";
-    case engine::FinishReason::kCancelled: return "cancelled";
-    default: return "stop";
-  }
-}
-
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Open(const Options& o) {
-  std::unique_ptr<model::Model> m;
-  if (o.model_path.empty()) {
-    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
-    LLAMAY_ASSIGN_OR_RETURN(m, model::Model::FromFile(std::move(f), o.threads));
-  } else {
-    LLAMAY_ASSIGN_OR_RETURN(m, model::Model::Load(o.model_path, o.threads));
-  }
-  LLAMAY_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok, tokenizer::Tokenizer::FromGguf(m->file()));
+  LLAMAY_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModelOrDemo(o.model_path, o.threads));
+  std::unique_ptr<model::Model>& m = loaded.model;
   LLAMAY_ASSIGN_OR_RETURN(kv::KvPrecision precision, kv::ParseKvPrecision(o.kv_precision));
   auto impl = std::make_unique<Impl>();
   impl->name = m->file().GetStringOr("general.name", o.model_path.empty() ? model::kDemoModelName : o.model_path);
@@ -90,7 +76,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const Options& o) {
   eo.kv_memory_bytes = o.kv_memory_bytes;
   eo.max_context = o.max_context != 0 ? o.max_context : m->hparams().n_ctx_train;
   eo.prefill_chunk = eo.max_batch_tokens = std::max<size_t>(o.prefill_chunk, 1);
-  LLAMAY_ASSIGN_OR_RETURN(impl->engine, engine::Engine::Create(std::move(m), std::move(tok), eo));
+  LLAMAY_ASSIGN_OR_RETURN(impl->engine, engine::Engine::Create(std::move(m), std::move(loaded.tokenizer), eo));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -177,7 +163,7 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
     s.constraint = before;
     return end.error;
   }
-  out->finish_reason = FinishName(end.reason);
+  out->finish_reason = engine::FinishReasonName(end.reason);  // stop, length or cancelled here
   out->prompt_tokens = end.usage.prompt_tokens;
   out->cached_tokens = end.usage.cached_tokens;
   return std::move(*out);

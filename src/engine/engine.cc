@@ -4,10 +4,23 @@
 #include <future>
 #include <limits>
 
+#include "model/demo_model.h"
 #include "sampling/logprobs.h"
 #include "tokenizer/detokenizer.h"
 
 namespace llamay::engine {
+
+Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
+  LoadedModel out;
+  if (path.empty()) {
+    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
+    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::FromFile(std::move(f), threads));
+  } else {
+    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::Load(path, threads));
+  }
+  LLAMAY_ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromGguf(out.model->file()));
+  return out;
+}
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {

@@ -72,6 +72,15 @@ struct EngineOptions {
 // Status::detail() of a request refused for its length (EngineOptions::max_context).
 inline constexpr int kDetailContextLength = 3001;
 
+// A model and its tokenizer, as every surface loads them: the GGUF at `path`, or the built-in demo model
+// when `path` is empty. threads: compute threads (0: one per core). The loaders' errors (missing file,
+// malformed GGUF, unsupported architecture or vocabulary) come back as they are.
+struct LoadedModel {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+};
+Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads = 0);
+
 struct EngineStats {
   uint64_t preempted = 0;  // requests that gave their memory back and resumed later
   uint64_t rejected = 0;   // Submit calls refused because the queue was full

@@ -6,18 +6,15 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
-
-#include <future>
-#include <vector>
 
 #include "base/file.h"
 #include "ctx_commands.h"
 #include "llamay/llamay.h"
 #include "format.h"
 #include "generation.h"
-#include "kv/cache.h"
 #include "model/demo_model.h"
 #include "model_source.h"
 #include "synth_command.h"

@@ -13,16 +13,8 @@ void PrintDemoModelNote() {
 }
 
 Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
-  LoadedModel out;
-  if (path.empty()) {
-    PrintDemoModelNote();
-    LLAMAY_ASSIGN_OR_RETURN(gguf::File f, gguf::File::FromBuffer(model::BuildDemoModel()));
-    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::FromFile(std::move(f), threads));
-  } else {
-    LLAMAY_ASSIGN_OR_RETURN(out.model, model::Model::Load(path, threads));
-  }
-  LLAMAY_ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromGguf(out.model->file()));
-  return out;
+  if (path.empty()) PrintDemoModelNote();
+  return engine::LoadModelOrDemo(path, threads);
 }
 
 Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizerOrDemo(const std::string& path) {

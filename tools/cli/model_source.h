@@ -9,19 +9,16 @@
 #include <string>
 
 #include "base/status.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llamay::cli {
 
-struct LoadedModel {
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-};
+using engine::LoadedModel;
 
-// The model at `path` and its tokenizer, or the demo model's when `path` is empty (then a note goes to
-// stderr). threads: compute threads (0: one per core). Errors (missing file, malformed GGUF, unsupported
-// architecture or vocabulary) mean bad input: callers exit with kExitBadInput.
+// engine::LoadModelOrDemo, with the note for the demo model on stderr. Errors mean bad input: callers
+// exit with kExitBadInput.
 Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads = 0);
 
 // The note that says the demo model's text is meaningless (stderr), for commands run without -m.
