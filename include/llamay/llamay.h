@@ -57,6 +57,10 @@ struct SamplingOptions {
   int repeat_last_n = 64;
   float frequency_penalty = 0, presence_penalty = 0;
   int64_t seed = -1;  // -1: random
+
+  // OK, or InvalidArgument naming the first bad field, its allowed range and the value given (what
+  // Generate answers for them).
+  Status Validate() const;
 };
 
 struct GenerateOptions {
@@ -73,7 +77,35 @@ struct Output {
   std::string finish_reason;      // "stop" (end of generation or a stop sequence), "length", "cancelled"
   size_t prompt_tokens = 0;       // the session's tokens before generation, input included
   size_t cached_tokens = 0;       // of those, reused rather than computed
+  double prefill_seconds = 0;     // from the call until the input was taken in (the first token's wait)
+  double generate_seconds = 0;    // from then until the end
 };
+
+struct SnapshotOptions {
+  // The positions as f32 (portable to a cache of any precision) instead of the cache's own precision
+  // (exact, and half the bytes of f32 for an f16 cache).
+  bool f32 = false;
+};
+
+// What a session holds.
+struct SessionStats {
+  size_t tokens = 0;  // as Session::tokens()
+  size_t pages = 0;   // KV pages, shared ones too
+  size_t bytes = 0;   // those pages and a hybrid model's recurrent state
+};
+
+// The engine's memory: every session's pages and the prefix tree's.
+struct MemoryStats {
+  size_t page_bytes = 0;              // one page
+  size_t pages_live = 0;              // pages held now
+  uint64_t pages_allocated_total = 0; // pages ever allocated (a fork allocates none)
+  size_t bytes_limit = 0;             // Options::kv_memory_bytes
+};
+
+// Why Engine::Restore refused a snapshot: "wrong_model" (an intact file computed by another model's
+// weights), "bad_magic", "unsupported_version", "truncated", "checksum_mismatch", "bad_length" or
+// "geometry_mismatch"; empty when `s` is not such a refusal.
+std::string_view SnapshotRefusal(const Status& s);
 
 class Session;
 
@@ -92,12 +124,14 @@ class Engine {
   std::string Detokenize(std::span<const int32_t> tokens) const;
   // Positions a session may hold.
   size_t max_context() const;
+  MemoryStats Memory() const;
 
   // A new, empty session.
   std::unique_ptr<Session> NewSession();
   // A session from a snapshot file (Session::Snapshot, the server's GET /v1/contexts/{id}/snapshot, or
-  // `llamay ctx build`): it continues exactly where the snapshot was taken. The snapshot's own errors
-  // (another model's weights, damage, truncation) come back as they are.
+  // `llamay ctx build`): it continues exactly where the snapshot was taken (from the stored
+  // next-token logits; a file without them runs its last token again). The snapshot's own errors
+  // (another model's weights, damage, truncation) come back as they are: SnapshotRefusal names them.
   Result<std::unique_ptr<Session>> Restore(const std::string& path);
 
   struct Impl;
@@ -116,7 +150,8 @@ class Session {
   // Appends `text` (the first call adds BOS) or `tokens` to the session and generates up to
   // options.max_tokens tokens; `on_text` (optional) gets the text as it becomes whole characters and
   // returning false ends generation ("cancelled"). Blocks until done. After an error the session is as it
-  // was before the call.
+  // was before the call. With max_tokens 0 the input is only taken in, and the session keeps the next
+  // token's logits (a Snapshot stores them; the next Generate samples from them without a forward pass).
   Result<Output> Generate(std::string_view text, const GenerateOptions& options,
                           const std::function<bool(std::string_view)>& on_text = {});
   Result<Output> Generate(std::span<const int32_t> tokens, const GenerateOptions& options,
@@ -133,13 +168,13 @@ class Session {
   // n sessions that continue from exactly here, sharing every page (nothing is copied until one of them
   // writes a shared page).
   std::vector<std::unique_ptr<Session>> Fork(size_t n);
-  // Writes the session to `path` (a temporary file renamed into place): its positions at the cache's
-  // precision, the weights' digest and the next token's logits. Runs any pending token through the model
-  // first.
-  Status Snapshot(const std::string& path);
+  // Writes the session to `path` (a temporary file renamed into place): its positions, the weights'
+  // digest and the next token's logits. Runs any pending token through the model first.
+  Status Snapshot(const std::string& path, const SnapshotOptions& options = {});
 
   // Tokens in the session (those run through the model and the pending one).
   size_t tokens() const;
+  SessionStats Stats() const;
 
   struct Impl;
 

@@ -1,5 +1,6 @@
 // The public API (include/llamay/llamay.h) over the engine: Engine wraps engine::Engine with its model
 // and tokenizer; Session wraps engine::Session with the session's constraint.
+#include <chrono>
 #include <future>
 #include <optional>
 
@@ -37,10 +38,8 @@ class LentConstraint : public engine::LogitsProcessor {
   engine::GrammarConstraint* c_;
 };
 
-Result<engine::Request> RequestFor(const GenerateOptions& o) {
-  engine::Request r;
-  const SamplingOptions& in = o.sampling;
-  sampling::SamplingParams& sp = r.sampling;
+sampling::SamplingParams ParamsFor(const SamplingOptions& in) {
+  sampling::SamplingParams sp;
   sp.temperature = in.temperature;
   sp.top_k = in.top_k;
   sp.top_p = in.top_p;
@@ -51,15 +50,24 @@ Result<engine::Request> RequestFor(const GenerateOptions& o) {
   sp.presence_penalty = in.presence_penalty;
   sp.has_seed = in.seed >= 0;
   sp.seed = sp.has_seed ? static_cast<uint64_t>(in.seed) : 0;
-  LLAMAY_RETURN_IF_ERROR(sp.Validate());
+  return sp;
+}
+
+Result<engine::Request> RequestFor(const GenerateOptions& o) {
+  engine::Request r;
+  r.sampling = ParamsFor(o.sampling);
+  LLAMAY_RETURN_IF_ERROR(r.sampling.Validate());
   if (o.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
   r.max_tokens = o.max_tokens;
   r.stop = o.stop;
   r.report_progress = static_cast<bool>(o.on_prefill_progress);
+  r.return_logits = o.max_tokens == 0;  // the session keeps them: a snapshot stores them
   return r;
 }
 
 }  // namespace
+
+Status SamplingOptions::Validate() const { return ParamsFor(*this).Validate(); }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
@@ -92,6 +100,16 @@ std::string Engine::Detokenize(std::span<const int32_t> tokens) const {
 
 size_t Engine::max_context() const { return impl_->engine->options().max_context; }
 
+MemoryStats Engine::Memory() const {
+  const kv::CacheStats s = impl_->engine->cache().Stats();
+  return MemoryStats{s.page_bytes, s.pages_live, s.pages_allocated_total, s.max_bytes};
+}
+
+std::string_view SnapshotRefusal(const Status& s) {
+  const engine::SnapshotError e = engine::SnapshotErrorOf(s);
+  return e == engine::SnapshotError::kNone ? std::string_view() : engine::SnapshotErrorName(e);
+}
+
 std::unique_ptr<Session> Engine::NewSession() {
   auto impl = std::make_unique<Session::Impl>();
   impl->engine = impl_->engine.get();
@@ -99,11 +117,9 @@ std::unique_ptr<Session> Engine::NewSession() {
 }
 
 Result<std::unique_ptr<Session>> Engine::Restore(const std::string& path) {
-  engine::Engine& e = *impl_->engine;
-  std::vector<float> logits;
-  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx, kv::LoadSnapshot(e.cache(), path, e.model().weight_digest(), &logits));
+  LLAMAY_ASSIGN_OR_RETURN(engine::Session restored, engine::LoadSession(*impl_->engine, path));
   std::unique_ptr<Session> s = NewSession();
-  s->impl_->session = engine::Session{std::move(ctx), {}, std::move(logits)};
+  s->impl_->session = std::move(restored);
   return s;
 }
 
@@ -133,12 +149,16 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
   } else {
     LLAMAY_ASSIGN_OR_RETURN(r, s.session.Continue(tokens, std::move(r)));
   }
+  using Clock = std::chrono::steady_clock;
   auto out = std::make_shared<Output>();
   auto done = std::make_shared<std::promise<engine::Event>>();
   const auto& progress = options.on_prefill_progress;
-  Result<uint64_t> id = s.engine->Submit(std::move(r), [out, done, &on_text, &progress](engine::Event& e) {
+  const Clock::time_point start = Clock::now();
+  auto first = std::make_shared<std::optional<Clock::time_point>>();  // the first token's arrival
+  Result<uint64_t> id = s.engine->Submit(std::move(r), [out, done, first, &on_text, &progress](engine::Event& e) {
     if (e.prefilled > 0 && e.token < 0 && !e.finished)
       return progress(e.prefilled, e.usage.prompt_tokens - e.usage.cached_tokens);
+    if ((e.token >= 0 || e.finished) && !*first) *first = Clock::now();
     if (e.token >= 0) out->tokens.push_back(e.token);
     out->text += e.text;
     const bool go_on = e.text.empty() || !on_text || on_text(e.text);
@@ -151,10 +171,12 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
     return id.status();
   }
   engine::Event end = done->get_future().get();
+  const Clock::time_point finished = Clock::now();
   if (fresh) {
     if (end.reason != engine::FinishReason::kError) {
       s.session.context = std::move(end.context);
       s.session.tail = std::move(end.tail);
+      s.session.logits = std::move(end.logits);
     }
   } else {
     s.session.Return(end);
@@ -166,6 +188,8 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
   out->finish_reason = engine::FinishReasonName(end.reason);  // stop, length or cancelled here
   out->prompt_tokens = end.usage.prompt_tokens;
   out->cached_tokens = end.usage.cached_tokens;
+  out->prefill_seconds = std::chrono::duration<double>(first->value_or(finished) - start).count();
+  out->generate_seconds = std::chrono::duration<double>(finished - first->value_or(finished)).count();
   return std::move(*out);
 }
 
@@ -199,13 +223,19 @@ std::vector<std::unique_ptr<Session>> Session::Fork(size_t n) {
   return out;
 }
 
-Status Session::Snapshot(const std::string& path) {
+Status Session::Snapshot(const std::string& path, const SnapshotOptions& options) {
   engine::Session& s = impl_->session;
   if (!s.context.valid()) return FailedPreconditionError("the session is empty: nothing to snapshot");
   LLAMAY_RETURN_IF_ERROR(s.Settle(*impl_->engine));
-  return kv::SaveSnapshot(s.context, impl_->engine->model().weight_digest(), path, s.SnapshotOptions());
+  return s.SaveSnapshot(*impl_->engine, path, options.f32);
 }
 
 size_t Session::tokens() const { return impl_->session.context.valid() ? impl_->session.tokens() : impl_->session.tail.size(); }
+
+SessionStats Session::Stats() const {
+  const engine::Session& s = impl_->session;
+  if (!s.context.valid()) return SessionStats{tokens(), 0, 0};
+  return SessionStats{tokens(), s.pages(), s.context.bytes()};
+}
 
 }  // namespace llamay

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "llamay/llamay.h"
@@ -75,6 +76,81 @@ TEST(Api, ForksAndRestoredSnapshotsContinueExactly) {
   ASSERT_TRUE(same.ok() && same2.ok());
   EXPECT_EQ(same->tokens, same2->tokens);
   std::filesystem::remove(path);
+}
+
+// Taking input in without generating (max_tokens 0, what `llamay ctx build` does) keeps the next token's
+// logits: a snapshot stores them and a restore samples its first token from them, computing nothing. The
+// stats count what the session holds, and a fork allocates no page.
+TEST(Api, InputTakenInKeepsItsLogitsAndForksAllocateNothing) {
+  auto engine = OpenDemo();
+  auto s = engine->NewSession();
+  auto in = s->Generate("A system prompt that every branch shares.", Greedy(0));
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_TRUE(in->tokens.empty());
+  const SessionStats held = s->Stats();
+  EXPECT_EQ(held.tokens, in->prompt_tokens);
+  EXPECT_EQ(held.tokens, s->tokens());
+  EXPECT_EQ(held.pages, 1u);  // fewer than 64 tokens
+  EXPECT_EQ(held.bytes, engine->Memory().page_bytes);
+
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const std::string native = (dir / "api_native.llamayctx").string(), f32 = (dir / "api_f32.llamayctx").string();
+  ASSERT_TRUE(s->Snapshot(native).ok());
+  ASSERT_TRUE(s->Snapshot(f32, {.f32 = true}).ok());
+  EXPECT_GT(std::filesystem::file_size(f32), std::filesystem::file_size(native));  // f16 cache: half the KV bytes
+
+  const MemoryStats before = engine->Memory();
+  auto forks = s->Fork(4);
+  const MemoryStats after = engine->Memory();
+  EXPECT_EQ(after.pages_allocated_total, before.pages_allocated_total);
+  EXPECT_EQ(after.pages_live, before.pages_live);
+  EXPECT_EQ(forks[3]->Stats().pages, held.pages);
+
+  auto want = s->Generate("", Greedy(12));
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(want->prompt_tokens, want->cached_tokens);  // the stored logits gave the first token
+  for (const std::string& path : {native, f32}) {
+    auto restored = engine->Restore(path);
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    EXPECT_EQ((*restored)->tokens(), held.tokens);
+    auto got = (*restored)->Generate("", Greedy(12));
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->tokens, want->tokens) << path;
+    EXPECT_EQ(got->prompt_tokens, got->cached_tokens) << path;
+  }
+  auto branch = forks[0]->Generate("", Greedy(12));
+  ASSERT_TRUE(branch.ok());
+  EXPECT_EQ(branch->tokens, want->tokens);
+  std::filesystem::remove(native);
+  std::filesystem::remove(f32);
+}
+
+// A refused snapshot says why (SnapshotRefusal), and other failures are not called refusals.
+TEST(Api, RefusedSnapshotsSayWhy) {
+  auto engine = OpenDemo();
+  auto s = engine->NewSession();
+  ASSERT_TRUE(s->Generate("Something worth keeping", Greedy(2)).ok());
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const std::string path = (dir / "api_refused.llamayctx").string();
+  ASSERT_TRUE(s->Snapshot(path).ok());
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);
+  auto truncated = engine->Restore(path);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(SnapshotRefusal(truncated.status()), "truncated");
+  {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << "not a snapshot at all, just some bytes";
+  }
+  auto junk = engine->Restore(path);
+  ASSERT_FALSE(junk.ok());
+  EXPECT_EQ(SnapshotRefusal(junk.status()), "bad_magic");
+  auto missing = engine->Restore((dir / "api_missing.llamayctx").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(SnapshotRefusal(missing.status()), "");
+  std::filesystem::remove(path);
+  SamplingOptions bad;
+  bad.top_p = 2;
+  EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SamplingOptions{}.Validate().ok());
 }
 
 TEST(Api, TheConstraintCarriesAcrossCallsAndIntoForks) {

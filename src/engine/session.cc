@@ -2,6 +2,24 @@
 
 namespace llamay::engine {
 
+Session Session::Empty(Engine& engine) { return Session{engine.cache().NewContext(), {}, {}}; }
+
+Result<Session> Session::Start(Engine& engine, std::span<const int32_t> tokens, bool pin_prefix,
+                               const std::function<bool()>& stop, size_t* cached_tokens) {
+  if (cached_tokens != nullptr) *cached_tokens = 0;
+  if (tokens.size() <= 1) return Session{engine.cache().NewContext(), {tokens.begin(), tokens.end()}, {}};
+  Request r;
+  r.prompt.assign(tokens.begin(), tokens.end() - 1);
+  r.max_tokens = 0;
+  r.sampling.temperature = 0;
+  r.pin_prefix = pin_prefix;
+  LLAMAY_ASSIGN_OR_RETURN(Completion c, engine.Generate(std::move(r), /*keep_context=*/true, stop));
+  if (c.reason == FinishReason::kCancelled)
+    return Status(StatusCode::kUnavailable, "starting the session was cancelled", kDetailSessionCancelled);
+  if (cached_tokens != nullptr) *cached_tokens = c.usage.cached_tokens;
+  return Session{std::move(c.context), {tokens.back()}, {}};
+}
+
 Result<Request> Session::Continue(std::span<const int32_t> tokens, Request base) {
   if (lent()) return FailedPreconditionError("the session's context is lent to a running request");
   base.prompt = tail;
@@ -43,11 +61,23 @@ Status Session::Settle(Engine& engine, const std::function<bool()>& stop) {
   r.return_logits = true;
   LLAMAY_ASSIGN_OR_RETURN(Completion c, engine.Generate(std::move(r), /*keep_context=*/true, stop));
   if (c.reason == FinishReason::kCancelled)
-    return Status(StatusCode::kUnavailable, "settling the session was cancelled", kDetailSettleCancelled);
+    return Status(StatusCode::kUnavailable, "settling the session was cancelled", kDetailSessionCancelled);
   context = std::move(c.context);
   tail.clear();
   logits = std::move(c.logits);
   return Status::Ok();
+}
+
+Status Session::WriteSnapshot(const Engine& engine, ByteSink& out, bool f32) const {
+  return kv::WriteSnapshot(context, engine.model().weight_digest(), out, SnapshotOptions(f32));
+}
+
+Result<std::vector<uint8_t>> Session::SnapshotBytes(const Engine& engine, bool f32) const {
+  return kv::SnapshotToBytes(context, engine.model().weight_digest(), SnapshotOptions(f32));
+}
+
+Status Session::SaveSnapshot(const Engine& engine, const std::string& path, bool f32) const {
+  return kv::SaveSnapshot(context, engine.model().weight_digest(), path, SnapshotOptions(f32));
 }
 
 kv::SnapshotOptions Session::SnapshotOptions(bool f32) const {
@@ -57,6 +87,36 @@ kv::SnapshotOptions Session::SnapshotOptions(bool f32) const {
   o.kv_checksums = true;  // an upload of it is checked chunk by chunk as it arrives
   if (tail.empty()) o.logits = logits;
   return o;
+}
+
+namespace {
+
+// A restored context as a session: with its stored logits, or with its last token as the tail when the
+// file has none and the context can step back over it.
+Session Restored(kv::Context ctx, std::vector<float> logits) {
+  Session s{std::move(ctx), {}, std::move(logits)};
+  if (s.logits.empty() && s.context.size() > 0) {
+    const int32_t last = s.context.tokens().back();
+    if (s.context.Rollback(s.context.size() - 1).ok()) s.tail = {last};
+  }
+  return s;
+}
+
+}  // namespace
+
+SessionReceiver::SessionReceiver(Engine& engine) : receiver_(engine.cache(), engine.model().weight_digest()) {}
+
+Result<Session> SessionReceiver::Finish() {
+  std::vector<float> logits;
+  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx, receiver_.Finish(&logits));
+  return Restored(std::move(ctx), std::move(logits));
+}
+
+Result<Session> LoadSession(Engine& engine, const std::string& path) {
+  std::vector<float> logits;
+  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx,
+                          kv::LoadSnapshot(engine.cache(), path, engine.model().weight_digest(), &logits));
+  return Restored(std::move(ctx), std::move(logits));
 }
 
 }  // namespace llamay::engine

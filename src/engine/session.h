@@ -15,26 +15,47 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "kv/snapshot.h"
 
 namespace llamay::engine {
 
-// Status::detail() of Session::Settle when `stop` cancelled it.
-inline constexpr int kDetailSettleCancelled = 3004;
+// Status::detail() of Session::Start and Session::Settle when `stop` cancelled them.
+inline constexpr int kDetailSessionCancelled = 3004;
+
+// Why a restore was refused (another model's weights, a damaged or truncated file, ...): the snapshot
+// format's own classification, which the surfaces map to their answers.
+using kv::SnapshotError;
+using kv::SnapshotErrorName;
+using kv::SnapshotErrorOf;
 
 struct Session {
   kv::Context context;
   std::vector<int32_t> tail;   // tokens to run before anything new, oldest first
   std::vector<float> logits;   // [n_vocab] the next token's, when `tail` is empty and they are known
 
+  // A session that holds nothing yet.
+  static Session Empty(Engine& engine);
+  // A session that holds `tokens`: all but the last computed (reusing what the prefix tree holds of them;
+  // pin_prefix as Request::pin_prefix), the last one waiting as the tail, so that the first request on the
+  // session computes its logits and nothing is computed twice. `stop` as for Engine::Generate: once it
+  // returns true the prefill ends with detail kDetailSessionCancelled. `cached_tokens` (optional) receives
+  // how many of the computed tokens were reused rather than prefilled.
+  static Result<Session> Start(Engine& engine, std::span<const int32_t> tokens, bool pin_prefix = false,
+                               const std::function<bool()>& stop = {}, size_t* cached_tokens = nullptr);
+
   bool lent() const { return !context.valid(); }
   // Positions held plus the tail.
   size_t tokens() const { return context.size() + tail.size(); }
+  // KV pages the context holds (shared ones too).
+  size_t pages() const { return context.n_pages(); }
 
   // `base` (sampling, limits, processors, stop) made to continue this session with `tokens`: the tail
   // first, then `tokens`; with neither, the first token is sampled from the stored logits. Lends the
@@ -52,13 +73,40 @@ struct Session {
 
   // Runs the tail through the model so the context holds every token and the next token's logits are
   // known (what a snapshot stores). The work runs on a fork: on failure the session is unchanged. `stop`
-  // as for Engine::Generate; once it returns true the work ends with detail kDetailSettleCancelled.
+  // as for Engine::Generate; once it returns true the work ends with detail kDetailSessionCancelled.
   Status Settle(Engine& engine, const std::function<bool()>& stop = {});
 
-  // How a session is snapshotted: the cache's own precision (exact) unless `f32`, its recurrent
-  // checkpoints, chunk checksums, and its next-token logits when the tail is empty.
-  kv::SnapshotOptions SnapshotOptions(bool f32 = false) const;
+  // The session as a snapshot file (kv/snapshot.h): its positions at the cache's own precision (exact)
+  // unless `f32`, its recurrent checkpoints, chunk checksums, and its next-token logits when the tail is
+  // empty. A snapshot holds computed positions only: Settle first, or the tail is lost.
+  // SaveSnapshot writes a temporary file and renames it over `path`.
+  Status WriteSnapshot(const Engine& engine, ByteSink& out, bool f32 = false) const;
+  Result<std::vector<uint8_t>> SnapshotBytes(const Engine& engine, bool f32 = false) const;
+  Status SaveSnapshot(const Engine& engine, const std::string& path, bool f32 = false) const;
+
+ private:
+  kv::SnapshotOptions SnapshotOptions(bool f32) const;
 };
+
+// A session restored from a snapshot whose bytes arrive in pieces (an upload, a store's chunks), streamed
+// into the cache (kv::SnapshotReceiver). Finish gives the session once every byte has been checked; a
+// refusal carries its SnapshotError (another model's: kWrongModel). A restored session continues exactly
+// where the snapshot was taken: from the stored next-token logits, or, for a file without them, by
+// running its last token again (the context rolls back one position; where it cannot, only new input
+// continues it).
+// Thread-safety: one thread at a time; the engine may be used by others meanwhile.
+class SessionReceiver {
+ public:
+  explicit SessionReceiver(Engine& engine);
+  Status Feed(std::span<const uint8_t> bytes) { return receiver_.Feed(bytes); }
+  Result<Session> Finish();
+
+ private:
+  kv::SnapshotReceiver receiver_;
+};
+
+// The same from a file.
+Result<Session> LoadSession(Engine& engine, const std::string& path);
 
 }  // namespace llamay::engine
 

@@ -446,20 +446,13 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
     }
     return Status::Ok();
   }
-  engine::Request pre;
-  pre.prompt.assign(prompt.begin(), prompt.end() - 1);
-  pre.max_tokens = 0;
-  pre.sampling.temperature = 0;
-  pre.pin_prefix = job->p.retain_prefix;
-  LLAMAY_ASSIGN_OR_RETURN(engine::Completion c,
-                          engine.Generate(std::move(pre), /*keep_context=*/true, GoneProbe(job->watch)));
-  if (c.reason == engine::FinishReason::kCancelled) return CancelledStatus();
-  job->prefill_cached = c.usage.cached_tokens;
-  std::vector<kv::Context> branches = c.context.Fork(static_cast<size_t>(job->p.n));
+  // One prefill of all but the prompt's last token, forked n ways; each branch runs the last token itself.
+  auto started = engine::Session::Start(engine, prompt, job->p.retain_prefix, GoneProbe(job->watch),
+                                        &job->prefill_cached);
+  if (!started.ok()) return started.status().detail() == engine::kDetailSessionCancelled ? CancelledStatus() : started.status();
+  std::vector<engine::Session> branches = started->Fork(static_cast<size_t>(job->p.n));
   for (int i = 0; i < job->p.n; ++i) {
-    engine::Request r = base(i);
-    r.context = std::move(branches[static_cast<size_t>(i)]);
-    r.prompt = {prompt.back()};
+    LLAMAY_ASSIGN_OR_RETURN(engine::Request r, branches[static_cast<size_t>(i)].Continue({}, base(i)));
     LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
   }
   return Status::Ok();

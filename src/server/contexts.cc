@@ -1,6 +1,5 @@
 #include "server/contexts.h"
 
-#include "kv/snapshot.h"
 #include "server/chat_prompt.h"
 #include "server/completions.h"
 #include "server/connection_watch.h"
@@ -10,14 +9,15 @@
 namespace llamay::server {
 namespace {
 
-json Describe(const std::string& id, const kv::Context& c) {
-  return {{"id", id}, {"tokens", c.size()}, {"pages", c.n_pages()}};
+// tokens: those held and the pending tail.
+json Describe(const std::string& id, const engine::Session& s) {
+  return {{"id", id}, {"tokens", s.tokens()}, {"pages", s.pages()}};
 }
 
-int SnapshotHttpStatus(kv::SnapshotError e) {
+int SnapshotHttpStatus(engine::SnapshotError e) {
   switch (e) {
-    case kv::SnapshotError::kWrongModel:
-    case kv::SnapshotError::kGeometry: return 409;
+    case engine::SnapshotError::kWrongModel:
+    case engine::SnapshotError::kGeometry: return 409;
     default: return 400;
   }
 }
@@ -57,33 +57,15 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
     if (!t.ok()) return SendStatus(res, t.status());
     tokens = std::move(*t);
   }
-  kv::Context ctx;
-  std::vector<int32_t> tail;
-  if (tokens.empty()) {
-    ctx = engine.cache().NewContext();
-  } else {
-    // Prefill all but the last token; the last one waits as the context's tail, so the first request on
-    // it computes its logits (nothing is lost, nothing is computed twice).
-    engine::Request r;
-    r.prompt.assign(tokens.begin(), tokens.end() - 1);
-    tail = {tokens.back()};
-    r.max_tokens = 0;
-    r.sampling.temperature = 0;
-    r.pin_prefix = pin_prefix;
-    if (r.prompt.empty()) {
-      ctx = engine.cache().NewContext();
-    } else {
-      // A client that leaves during a long prefill cancels it (within a chunk or so).
-      auto c = engine.Generate(std::move(r), /*keep_context=*/true, GoneProbe(WatchConnection(req)));
-      if (!c.ok()) return SendStatus(res, c.status());
-      if (c->reason == engine::FinishReason::kCancelled) return SendStatus(res, CancelledStatus());
-      ctx = std::move(c->context);
-    }
-  }
+  // All but the last token are prefilled; the last one waits as the session's tail, so the first request
+  // on it computes its logits. A client that leaves during a long prefill cancels it (within a chunk or so).
+  auto started = engine::Session::Start(engine, tokens, pin_prefix, GoneProbe(WatchConnection(req)));
+  if (!started.ok())
+    return SendStatus(res, started.status().detail() == engine::kDetailSessionCancelled ? CancelledStatus()
+                                                                                           : started.status());
   const std::string id = server.NewContextId();
-  json out = Describe(id, ctx);
-  out["tokens"] = ctx.size() + tail.size();
-  server.PutContext(id, Held({std::move(ctx), std::move(tail), {}}));
+  json out = Describe(id, *started);
+  server.PutContext(id, Held(std::move(*started)));
   CommitNew(server, id, &out);
   SendJson(res, out);
 }
@@ -92,9 +74,7 @@ void List(Server& server, httplib::Response& res) {
   json list = json::array();
   std::lock_guard l(server.contexts_mu());
   for (auto& [id, h] : server.contexts()) {
-    json d = h.busy ? json{{"id", id}, {"busy", true}} : Describe(id, h.context);
-    if (!h.busy) d["tokens"] = h.context.size() + h.tail.size();
-    list.push_back(d);
+    list.push_back(h.busy ? json{{"id", id}, {"busy", true}} : Describe(id, h));
   }
   SendJson(res, {{"object", "list"}, {"data", list}});
 }
@@ -118,9 +98,7 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
   json branches = json::array();
   for (auto& [bid, h] : made) {
     bid = server.NewContextId();
-    json d = Describe(bid, h.context);
-    d["tokens"] = h.context.size() + h.tail.size();
-    branches.push_back(d);
+    branches.push_back(Describe(bid, h));
     server.PutContext(bid, std::move(h));
   }
   for (auto& b : branches) CommitNew(server, b["id"].get<std::string>(), &b);
@@ -142,20 +120,11 @@ void Snapshot(Server& server, const httplib::Request& req, httplib::Response& re
   if (req.has_param("precision") && !f32 && req.get_param_value("precision") != "native")
     return server.ReturnContext(id, std::move(*held)),
            SendError(res, 400, "precision must be native or f32", "", "precision");
-  struct Download {
-    kv::Context fork;
-    std::vector<float> logits;
-    kv::SnapshotOptions options;
-  };
-  auto d = std::make_shared<Download>();
-  d->fork = held->context.Fork();
-  d->logits = held->logits;
-  d->options = held->SnapshotOptions(f32);
-  d->options.logits = d->logits;
+  auto fork = std::make_shared<engine::Session>(std::move(held->Fork(1).front()));
   server.ReturnContext(id, std::move(*held));
-  const Digest digest = server.engine().model().weight_digest();
+  const engine::Engine* engine = &server.engine();
   res.set_header("Content-Disposition", "attachment; filename=\"" + id + ".llamayctx\"");
-  res.set_chunked_content_provider("application/octet-stream", [d, digest](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("application/octet-stream", [fork, engine, f32](size_t, httplib::DataSink& sink) {
     struct Out : ByteSink {
       httplib::DataSink* sink;
       Status Append(const void* data, size_t n) override {
@@ -164,7 +133,7 @@ void Snapshot(Server& server, const httplib::Request& req, httplib::Response& re
       }
     } out;
     out.sink = &sink;
-    if (!kv::WriteSnapshot(d->fork, digest, out, d->options).ok()) return false;  // the connection closes
+    if (!fork->WriteSnapshot(*engine, out, f32).ok()) return false;  // the connection closes
     sink.done();
     return true;
   });
@@ -185,16 +154,17 @@ bool HaveStore(Server& server, httplib::Response& res) {
   return false;
 }
 
-void SendRestored(Server& server, httplib::Response& res, Result<kv::Context> ctx, std::vector<float> logits) {
-  if (!ctx.ok()) {
-    const kv::SnapshotError e = kv::SnapshotErrorOf(ctx.status());
-    if (e == kv::SnapshotError::kNone) return SendStatus(res, ctx.status());
-    return SendError(res, SnapshotHttpStatus(e), ctx.status().message(), std::string("snapshot_") + std::string(kv::SnapshotErrorName(e)));
+void SendRestored(Server& server, httplib::Response& res, Result<engine::Session> restored) {
+  if (!restored.ok()) {
+    const engine::SnapshotError e = engine::SnapshotErrorOf(restored.status());
+    if (e == engine::SnapshotError::kNone) return SendStatus(res, restored.status());
+    return SendError(res, SnapshotHttpStatus(e), restored.status().message(),
+                     std::string("snapshot_") + std::string(engine::SnapshotErrorName(e)));
   }
   const std::string id = server.NewContextId();
-  json out = Describe(id, *ctx);
-  out["logits"] = !logits.empty();
-  server.PutContext(id, Held({std::move(*ctx), {}, std::move(logits)}));
+  json out = Describe(id, *restored);
+  out["logits"] = !restored->logits.empty();
+  server.PutContext(id, Held(std::move(*restored)));
   CommitNew(server, id, &out);
   SendJson(res, out);
 }
@@ -203,22 +173,21 @@ void SendRestored(Server& server, httplib::Response& res, Result<kv::Context> ct
 void RestoreByName(Server& server, const std::string& name, httplib::Response& res) {
   if (!HaveStore(server, res)) return;
   engine::Engine& engine = server.engine();
-  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
+  engine::SessionReceiver receiver(engine);
   Status pulled = server.store()->Pull(engine.model().weight_digest(), name,
                                        [&](std::span<const uint8_t> piece) { return receiver.Feed(piece); });
-  if (!pulled.ok() && kv::SnapshotErrorOf(pulled) == kv::SnapshotError::kNone) return SendStoreError(res, pulled);
-  std::vector<float> logits;
-  Result<kv::Context> ctx = pulled.ok() ? receiver.Finish(&logits) : Result<kv::Context>(pulled);
-  SendRestored(server, res, std::move(ctx), std::move(logits));
+  if (!pulled.ok() && engine::SnapshotErrorOf(pulled) == engine::SnapshotError::kNone)
+    return SendStoreError(res, pulled);
+  SendRestored(server, res, pulled.ok() ? receiver.Finish() : Result<engine::Session>(pulled));
 }
 
-// The upload streams into the cache as it arrives (kv::SnapshotReceiver): no copy of the file is held
+// The upload streams into the cache as it arrives (engine::SessionReceiver): no copy of the file is held
 // when it is this model's, and the context appears only once every byte has been checked. A JSON body
 // {"name": "..."} restores by name from the store instead (any other body is read as a snapshot file,
 // and refused as one).
 void Restore(Server& server, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
   engine::Engine& engine = server.engine();
-  kv::SnapshotReceiver receiver(engine.cache(), engine.model().weight_digest());
+  engine::SessionReceiver receiver(engine);
   if (req.get_header_value("Content-Type").rfind("application/json", 0) == 0) {
     std::string raw;
     if (!ReadBody(req, res, reader, size_t{1} << 20, &raw)) return;
@@ -228,9 +197,7 @@ void Restore(Server& server, const httplib::Request& req, httplib::Response& res
       return RestoreByName(server, body["name"].get<std::string>(), res);
     }
     (void)receiver.Feed(std::span(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
-    std::vector<float> logits;
-    auto ctx = receiver.Finish(&logits);
-    return SendRestored(server, res, std::move(ctx), std::move(logits));
+    return SendRestored(server, res, receiver.Finish());
   }
   Status fed;
   const bool read = ReadBodyPieces(req, res, reader, server.options().max_body_bytes, [&](const char* data, size_t n) {
@@ -238,9 +205,7 @@ void Restore(Server& server, const httplib::Request& req, httplib::Response& res
     return fed.ok();
   });
   if (!read) return;  // 413 sent
-  std::vector<float> logits;
-  auto ctx = receiver.Finish(&logits);
-  SendRestored(server, res, std::move(ctx), std::move(logits));
+  SendRestored(server, res, receiver.Finish());
 }
 
 // Snapshots a held context into the store under {"name"} (default: its id). Only the chunks the store
@@ -263,7 +228,7 @@ void Push(Server& server, const std::string& raw, httplib::Response& res, const 
     server.ReturnContext(id, std::move(*held));
     return SendStatus(res, s);
   }
-  auto bytes = kv::SnapshotToBytes(held->context, server.engine().model().weight_digest(), held->SnapshotOptions());
+  auto bytes = held->SnapshotBytes(server.engine());
   server.ReturnContext(id, std::move(*held));
   if (!bytes.ok()) return SendStatus(res, bytes.status());
   auto pushed = server.store()->Push(name, *bytes);

@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "base/check.h"
-#include "kv/snapshot.h"
 #include "server/chat_prompt.h"
 #include "server/completions.h"
 #include "server/contexts.h"
@@ -82,18 +81,20 @@ Status Server::FetchSession(const std::string& id) {
   }
   LLAMAY_ASSIGN_OR_RETURN(std::optional<engine::SessionRecord> latest, options_.store->LatestSession(weights, id));
   if (!latest || (have && latest->generation <= held)) return Status::Ok();
-  kv::SnapshotReceiver receiver(engine_->cache(), weights);
+  engine::SessionReceiver receiver(*engine_);
   LLAMAY_RETURN_IF_ERROR(options_.store->Pull(weights, latest->snapshot, [&](std::span<const uint8_t> piece) {
     return receiver.Feed(piece);
   }));
-  std::vector<float> logits;
-  LLAMAY_ASSIGN_OR_RETURN(kv::Context ctx, receiver.Finish(&logits));
+  LLAMAY_ASSIGN_OR_RETURN(engine::Session session, receiver.Finish());
   std::lock_guard l(ctx_mu_);
   auto it = contexts_.find(id);
   if (it != contexts_.end() && (it->second.busy || it->second.generation >= latest->generation))
     return Status::Ok();  // another request got here first
-  if (!latest->tail.empty()) logits.clear();  // the tail runs first: these would be the wrong position's
-  contexts_[id] = HeldContext{{std::move(ctx), std::move(latest->tail), std::move(logits)}, false, latest->generation};
+  // The stored tail runs first (after the snapshot's last token, when the file has no logits and it went
+  // back to the tail): stored logits would be the wrong position's.
+  session.tail.insert(session.tail.end(), latest->tail.begin(), latest->tail.end());
+  if (!session.tail.empty()) session.logits.clear();
+  contexts_[id] = HeldContext{std::move(session), false, latest->generation};
   return Status::Ok();
 }
 
@@ -101,9 +102,7 @@ Status Server::CommitSession(const std::string& id) {
   if (!sharing_sessions()) return Status::Ok();
   auto held = TakeContext(id);
   if (!held.ok()) return Status::Ok();  // deleted, or busy with a newer request that will commit itself
-  const Digest& weights = engine_->model().weight_digest();
-  kv::SnapshotOptions o = held->SnapshotOptions();
-  auto bytes = kv::SnapshotToBytes(held->context, weights, o);
+  auto bytes = held->SnapshotBytes(*engine_);
   Status s = bytes.status();
   const uint64_t next = held->generation + 1;
   if (s.ok()) s = options_.store->CommitSession(id, next, *bytes, held->tail);
@@ -130,7 +129,7 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
 
 Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) {
   Status s = held.Settle(*engine_, stop);
-  return s.detail() == engine::kDetailSettleCancelled ? CancelledStatus() : s;
+  return s.detail() == engine::kDetailSessionCancelled ? CancelledStatus() : s;
 }
 
 bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
@@ -191,7 +190,7 @@ void Server::Routes() {
                  HandleCompletion(*this, req, body, res, /*chat=*/true);
                });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const kv::CacheStats s = engine_->cache().Stats();
+    const auto s = engine_->cache().Stats();
     size_t held;
     {
       std::lock_guard l(ctx_mu_);
@@ -315,7 +314,7 @@ Status Server::SaveContexts(const std::string& dir, std::chrono::milliseconds wa
       s = SettleTail(*held, past_deadline);
       std::vector<uint8_t> bytes;
       if (s.ok()) {
-        auto b = kv::SnapshotToBytes(held->context, weights, held->SnapshotOptions());
+        auto b = held->SnapshotBytes(*engine_);
         s = b.status();
         if (b.ok()) bytes = std::move(*b);
       }
@@ -338,9 +337,9 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return Status::Ok();
   const Digest& weights = engine_->model().weight_digest();
-  auto hold = [&](const std::string& id, kv::Context ctx, std::vector<float> logits) {
+  auto hold = [&](const std::string& id, engine::Session session) {
     std::lock_guard l(ctx_mu_);
-    contexts_[id] = Held({std::move(ctx), {}, std::move(logits)});
+    contexts_[id] = Held(std::move(session));
     if (id.rfind("ctx_", 0) == 0) {
       const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);
@@ -351,13 +350,12 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
     const std::string name = e.path().filename().string();
     const std::string suffix = ".llamayctx";
     if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    std::vector<float> logits;
-    auto ctx = kv::LoadSnapshot(engine_->cache(), e.path().string(), weights, &logits);
-    if (!ctx.ok()) {
-      warnings->push_back(ctx.status().message());
+    auto session = engine::LoadSession(*engine_, e.path().string());
+    if (!session.ok()) {
+      warnings->push_back(session.status().message());
       continue;
     }
-    hold(name.substr(0, name.size() - suffix.size()), std::move(*ctx), std::move(logits));
+    hold(name.substr(0, name.size() - suffix.size()), std::move(*session));
   }
   // The store: this model's snapshots (another model's stay where they are).
   auto opened = store::OpenStore(dir);
@@ -366,15 +364,14 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
   auto listed = saved.List(weights);
   if (!listed.ok()) return listed.status().WithContext("--state-dir");
   for (const auto& stored : *listed) {
-    kv::SnapshotReceiver receiver(engine_->cache(), weights);
+    engine::SessionReceiver receiver(*engine_);
     Status pulled = saved.Pull(weights, stored.name, [&](std::span<const uint8_t> piece) { return receiver.Feed(piece); });
-    std::vector<float> logits;
-    Result<kv::Context> ctx = pulled.ok() ? receiver.Finish(&logits) : Result<kv::Context>(pulled);
-    if (!ctx.ok()) {
-      warnings->push_back(stored.name + ": " + ctx.status().message());
+    Result<engine::Session> session = pulled.ok() ? receiver.Finish() : Result<engine::Session>(pulled);
+    if (!session.ok()) {
+      warnings->push_back(stored.name + ": " + session.status().message());
       continue;
     }
-    hold(stored.name, std::move(*ctx), std::move(logits));
+    hold(stored.name, std::move(*session));
   }
   return Status::Ok();
 }

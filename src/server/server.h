@@ -29,7 +29,6 @@
 #include "engine/engine.h"
 #include "engine/session.h"
 #include "engine/snapshot_store.h"
-#include "kv/snapshot.h"
 
 namespace httplib {
 class Server;

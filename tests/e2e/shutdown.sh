@@ -130,7 +130,8 @@ kill "$slow" 2>/dev/null || true
 wait "$slow" 2>/dev/null || true
 
 # --- Ctrl-C on ctx build ---------------------------------------------------------------------------------
-"$LLAMAY_BIN" ctx build "${MODEL[@]}" -t 2 -p "$(cat "$T/prompt.txt")" -o "$T/big.llamayctx" >/dev/null 2>"$T/build.err" &
+# -c: a prompt far past the model's trained context, so that the prefill runs long enough to interrupt.
+"$LLAMAY_BIN" ctx build "${MODEL[@]}" -t 2 -c 200000 -p "$(cat "$T/prompt.txt")" -o "$T/big.llamayctx" >/dev/null 2>"$T/build.err" &
 build=$!
 sleep 2
 t0=$(now)

@@ -16,6 +16,7 @@
 #include "format.h"
 #include "kv/cache.h"
 #include "kv/snapshot.h"
+#include "llamay/llamay.h"
 
 namespace llamay::cli {
 namespace {
@@ -77,6 +78,27 @@ bool SameValues(const kv::Context& a, const kv::Context& b) {
         if (std::memcmp(ra.data(), rb.data(), ra.size() * 4) != 0) return false;
       }
   return true;
+}
+
+// Forks `source` n ways into *branches, timing the fork and reading the cache's counters before and after.
+ForkReport MeasureFork(const kv::Context& source, size_t n, std::string label, std::vector<kv::Context>* branches) {
+  kv::Cache& cache = *source.cache();
+  ForkReport r;
+  r.source = std::move(label);
+  r.tokens = source.size();
+  r.pages = source.n_pages();
+  r.source_bytes = source.bytes();
+  r.branches = n;
+  const kv::CacheStats before = cache.Stats();
+  const auto t0 = Clock::now();
+  *branches = source.Fork(n);
+  r.fork_seconds = Seconds(t0, Clock::now());
+  const kv::CacheStats after = cache.Stats();
+  r.pages_allocated = after.pages_allocated_total - before.pages_allocated_total;
+  r.pages_live_before = before.pages_live;
+  r.pages_live_after = after.pages_live;
+  r.page_bytes = after.page_bytes;
+  return r;
 }
 
 int RunDemo(const DemoOptions& o) {
@@ -197,16 +219,16 @@ int Fail(const Status& s, int code) {
 }
 
 int FailSnapshot(const std::string& path, const Status& s) {
-  const kv::SnapshotError e = kv::SnapshotErrorOf(s);
-  if (e == kv::SnapshotError::kNone) {
+  const std::string_view refusal = SnapshotRefusal(s);
+  if (refusal.empty()) {
     const bool unreadable = s.code() == StatusCode::kNotFound || s.code() == StatusCode::kIoError ||
                             s.code() == StatusCode::kInvalidArgument;
     return Fail(s, unreadable ? kExitBadInput : kExitFailure);
   }
   const bool named = s.message().rfind(path + ": ", 0) == 0;  // LoadSnapshot names the file already
   std::fprintf(stderr, "llamay: %s%s (%s)\n", named ? "" : (path + ": ").c_str(), s.message().c_str(),
-               std::string(kv::SnapshotErrorName(e)).c_str());
-  if (e != kv::SnapshotError::kWrongModel) return kExitBadInput;
+               std::string(refusal).c_str());
+  if (refusal != "wrong_model") return kExitBadInput;
   std::fprintf(stderr, "llamay: this snapshot was computed by another model's weights; restore it with the "
                        "model that built it (-m)\n");
   return kExitWrongModel;

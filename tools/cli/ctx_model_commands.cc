@@ -1,5 +1,7 @@
 #include "ctx_model_commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,10 +15,8 @@
 #include "ctx_commands.h"
 #include "fork_report.h"
 #include "format.h"
-#include "generation.h"
-#include "kv/cache.h"
-#include "kv/snapshot.h"
-#include "model_source.h"
+#include "progress.h"
+#include "llamay/llamay.h"
 
 namespace llamay::cli {
 namespace {
@@ -26,9 +26,10 @@ using Clock = std::chrono::steady_clock;
 // Options every model-backed ctx command takes.
 struct CommonOptions {
   std::string model;
-  uint32_t page_tokens = kv::kDefaultPageTokens;
+  uint32_t page_tokens = 64;
   std::string kv_precision = "f16";
   int threads = 0;
+  size_t ctx_size = 0;  // 0: the model's trained context
   bool json = false;
 };
 
@@ -45,24 +46,21 @@ struct ForkOptions : CommonOptions {
 struct RestoreOptions : CommonOptions {
   std::string input, prompt;
   int n_predict = 128;
-  sampling::SamplingParams sampling;
-  int64_t seed = -1;  // -1: random
+  SamplingOptions sampling;
 };
 
-// The model, its tokenizer and an unbounded cache laid out for it.
-struct Setup {
-  LoadedModel m;
-  std::unique_ptr<kv::Cache> cache;
-};
-
-Result<Setup> Prepare(const CommonOptions& o) {
-  Setup s;
-  LLAMAY_ASSIGN_OR_RETURN(kv::KvPrecision precision, kv::ParseKvPrecision(o.kv_precision));
-  LLAMAY_ASSIGN_OR_RETURN(s.m, LoadModelOrDemo(o.model, o.threads));
-  kv::CacheOptions co;
-  co.layout = s.m.model->KvLayoutFor(o.page_tokens, precision);
-  LLAMAY_ASSIGN_OR_RETURN(s.cache, kv::Cache::Create(co));
-  return s;
+// The engine the server and `llamay run` use (include/llamay/llamay.h), sized for one command's sessions.
+Result<std::unique_ptr<Engine>> OpenEngine(const CommonOptions& o) {
+  if (o.model.empty()) PrintDemoModelNote();
+  Options opts;
+  opts.model_path = o.model;
+  opts.threads = o.threads;
+  opts.page_tokens = o.page_tokens;
+  opts.kv_precision = o.kv_precision;
+  opts.kv_memory_bytes = size_t{64} << 30;  // bounded by what the command's sessions need
+  opts.max_context = o.ctx_size;
+  opts.prefill_chunk = kPrefillChunk;
+  return Engine::Open(opts);
 }
 
 // Bytes that are not UTF-8 (a random-weight model's text, a file name) print as U+FFFD instead of throwing.
@@ -70,39 +68,50 @@ void PrintJson(const nlohmann::json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-// Step list: tokenize with BOS, prefill chunk by chunk, write the snapshot, report.
+// Prefill progress for a long prompt (a bar on a terminal), and Ctrl-C: returning false cancels the work.
+std::function<bool(size_t, size_t)> ProgressAndInterrupt(bool* bar) {
+  const bool tty = ::isatty(STDERR_FILENO);
+  return [tty, bar](size_t done, size_t total) {
+    if (tty && total > kPrefillChunk) {
+      *bar = true;
+      DrawProgress(done, total);
+    }
+    return !InterruptRequested();
+  };
+}
+
+// A failed Generate: exit 2 for bad input (an over-long prompt, bad sampling options), 1 otherwise.
+int FailGenerate(const Status& s) {
+  return Fail(s, s.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+}
+
+// Step list: prefill the prompt (with BOS) into a new session, write its snapshot, report.
 int RunBuild(const BuildOptions& o) {
-  auto setup = Prepare(o);
-  if (!setup.ok()) return Fail(setup.status(), kExitBadInput);
-  const model::Model& model = *setup->m.model;
-  auto ids = setup->m.tokenizer->Encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
-  if (!ids.ok()) return Fail(ids.status(), kExitBadInput);
-  if (ids->empty()) return Fail(InvalidArgumentError("the prompt encodes to no tokens"), kExitBadInput);
-  if (ids->size() > kv::kMaxPositions)
-    return Fail(InvalidArgumentError("the prompt is " + std::to_string(ids->size()) + " tokens, more than a " +
-                                     "snapshot holds (" + std::to_string(kv::kMaxPositions) + ")"),
-                kExitBadInput);
-  kv::Context ctx = setup->cache->NewContext();
+  auto engine = OpenEngine(o);
+  if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
+  std::unique_ptr<Session> session = (*engine)->NewSession();
   InstallInterruptHandler();  // Ctrl-C stops the prefill within a chunk; no snapshot is written
-  const auto t0 = Clock::now();
-  auto logits = Prefill(model, ctx, *ids);
-  if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
-  const double prefill_s = SecondsSince(t0);
+  bool bar = false;
+  GenerateOptions g;
+  g.max_tokens = 0;  // take the prompt in; the session keeps the next token's logits
+  g.on_prefill_progress = ProgressAndInterrupt(&bar);
+  auto out = session->Generate(o.prompt, g);
+  if (bar) std::fprintf(stderr, "\n");
+  if (!out.ok()) return FailGenerate(out.status());
+  if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
   // The logits after the last position go into the file, so a restore without new tokens samples its first
   // token without a forward pass (a recurrent state could not step back a token to recompute them anyway).
   // The KV stays at the cache's precision (exact, and half the bytes of f32 for an f16 cache) unless --f32.
-  kv::SnapshotOptions so;
-  so.logits = *logits;
-  so.native_precision = !o.f32;
-  so.kv_checksums = true;
-  if (Status s = kv::SaveSnapshot(ctx, model.weight_digest(), o.output, so); !s.ok()) return Fail(s, kExitFailure);
+  if (Status s = session->Snapshot(o.output, {.f32 = o.f32}); !s.ok()) return Fail(s, kExitFailure);
+  const SessionStats stats = session->Stats();
   std::error_code ec;
   const uint64_t file_bytes = std::filesystem::file_size(o.output, ec);
-  const double tps = static_cast<double>(ids->size()) / std::max(prefill_s, 1e-9);
+  const double prefill_s = out->prefill_seconds;
+  const double tps = static_cast<double>(out->prompt_tokens - out->cached_tokens) / std::max(prefill_s, 1e-9);
   if (o.json) {
     PrintJson({{"snapshot", o.output},
-               {"tokens", ctx.size()},
-               {"pages", ctx.n_pages()},
+               {"tokens", stats.tokens},
+               {"pages", stats.pages},
                {"page_tokens", o.page_tokens},
                {"kv_precision", o.kv_precision},
                {"bytes", file_bytes},
@@ -113,28 +122,38 @@ int RunBuild(const BuildOptions& o) {
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.1f tokens/s", tps);
   PrintRow("snapshot", o.output);
-  PrintRow("tokens", std::to_string(ctx.size()) + " in " + std::to_string(ctx.n_pages()) + " pages of " +
+  PrintRow("tokens", std::to_string(stats.tokens) + " in " + std::to_string(stats.pages) + " pages of " +
                          std::to_string(o.page_tokens) + " (" + o.kv_precision + ")");
   PrintRow("file size", FormatBytes(file_bytes));
   PrintRow("prefill", FormatDuration(prefill_s) + " (" + rate + ")");
   return kExitOk;
 }
 
-// Step list: restore the source, fork it n ways (measured), write every branch, report.
+// Step list: restore the source, fork it n ways (timed, the engine's page counters read around it), write
+// every branch, report.
 int RunFork(const ForkOptions& o) {
   if (o.branches == 0) return Fail(InvalidArgumentError("-n must be at least 1"), kExitBadInput);
-  auto setup = Prepare(o);
-  if (!setup.ok()) return Fail(setup.status(), kExitBadInput);
-  const Digest& weights = setup->m.model->weight_digest();
-  std::vector<float> logits;  // carried to every branch (a hybrid model's snapshot holds them)
-  auto source = kv::LoadSnapshot(*setup->cache, o.input, weights, &logits);
+  auto engine = OpenEngine(o);
+  if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
+  auto source = (*engine)->Restore(o.input);
   if (!source.ok()) return FailSnapshot(o.input, source.status());
-  kv::SnapshotOptions so;
-  so.logits = logits;
-  so.native_precision = true;  // what the cache holds, exactly
 
-  std::vector<kv::Context> branches;
-  const ForkReport report = MeasureFork(*source, o.branches, o.input, &branches);
+  const SessionStats held = (*source)->Stats();
+  ForkReport report;
+  report.source = o.input;
+  report.tokens = held.tokens;
+  report.pages = held.pages;
+  report.source_bytes = held.bytes;
+  report.branches = o.branches;
+  const MemoryStats before = (*engine)->Memory();
+  const auto t0 = Clock::now();
+  std::vector<std::unique_ptr<Session>> branches = (*source)->Fork(o.branches);
+  report.fork_seconds = SecondsSince(t0);
+  const MemoryStats after = (*engine)->Memory();
+  report.pages_allocated = after.pages_allocated_total - before.pages_allocated_total;
+  report.pages_live_before = before.pages_live;
+  report.pages_live_after = after.pages_live;
+  report.page_bytes = after.page_bytes;
 
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
@@ -143,7 +162,7 @@ int RunFork(const ForkOptions& o) {
   for (size_t k = 0; k < branches.size(); ++k) {
     files.push_back((std::filesystem::path(o.output_dir) / ("branch-" + std::to_string(k + 1) + ".llamayctx"))
                         .string());
-    if (Status s = kv::SaveSnapshot(branches[k], weights, files.back(), so); !s.ok()) return Fail(s, kExitFailure);
+    if (Status s = branches[k]->Snapshot(files.back()); !s.ok()) return Fail(s, kExitFailure);
   }
   if (o.json) {
     nlohmann::json j = ForkReportJson(report);
@@ -157,86 +176,78 @@ int RunFork(const ForkOptions& o) {
   return kExitOk;
 }
 
-// Step list: restore, choose the tokens to run (-p's, or the last stored one again), prefill them,
+// Step list: restore, append -p's tokens (or none: the snapshot's stored logits give the first token),
 // generate, report.
 int RunRestore(const RestoreOptions& o) {
-  auto sampler = MakeSampler(o.sampling, o.seed);
-  if (!sampler.ok()) return Fail(sampler.status(), kExitBadInput);
   if (o.n_predict < 0) return Fail(InvalidArgumentError("-n must be >= 0"), kExitBadInput);
-  auto setup = Prepare(o);
-  if (!setup.ok()) return Fail(setup.status(), kExitBadInput);
-  const model::Model& model = *setup->m.model;
-  const tokenizer::Tokenizer& tok = *setup->m.tokenizer;
-
+  auto engine = OpenEngine(o);
+  if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   const auto t0 = Clock::now();
-  std::vector<float> stored_logits;
-  auto ctx = kv::LoadSnapshot(*setup->cache, o.input, model.weight_digest(), &stored_logits);
-  if (!ctx.ok()) return FailSnapshot(o.input, ctx.status());
+  auto session = (*engine)->Restore(o.input);
+  if (!session.ok()) return FailSnapshot(o.input, session.status());
   const double restore_s = SecondsSince(t0);
-  const size_t restored = ctx->size();
+  const size_t restored = (*session)->tokens();
 
-  // The new tokens continue the text: no BOS (an SPM vocabulary still gives the text its leading space).
+  // The new tokens continue the text: no BOS, and an SPM vocabulary still gives the text its leading space
+  // (as `llamay run` on the joint prompt tokenizes it).
   std::vector<int32_t> run;
   if (!o.prompt.empty()) {
-    auto ids = tok.Encode(o.prompt, /*add_special=*/false, /*parse_special=*/false);
+    auto ids = (*engine)->Tokenize(o.prompt, /*add_bos=*/false);
     if (!ids.ok()) return Fail(ids.status(), kExitBadInput);
     run = std::move(*ids);
   }
-  const bool have_logits = run.empty() && stored_logits.size() == model.hparams().n_vocab;
-  if (run.empty() && !have_logits) {
-    // No new tokens and no stored logits: the last stored token runs again to get them.
-    if (restored == 0)
+  GenerateOptions g;
+  g.sampling = o.sampling;
+  g.max_tokens = o.n_predict;
+  bool bar = false;
+  g.on_prefill_progress = ProgressAndInterrupt(&bar);
+  InstallInterruptHandler();
+  std::string text;
+  auto out = (*session)->Generate(std::span<const int32_t>(run), g, [&](std::string_view piece) {
+    if (bar) std::fprintf(stderr, "\n");
+    bar = false;
+    if (o.json) {
+      text += piece;
+    } else {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return !InterruptRequested();
+  });
+  if (!out.ok()) {
+    if (out.status().code() == StatusCode::kInvalidArgument && restored == 0 && run.empty())
       return Fail(InvalidArgumentError(o.input + " holds no tokens and -p gives none: nothing to continue"),
                   kExitBadInput);
-    run.push_back(ctx->tokens().back());
-    if (Status s = ctx->Rollback(restored - 1); !s.ok())
-      return Fail(FailedPreconditionError(o.input + " holds no logits and its last token cannot be run again (" +
-                                          s.message() + "); continue it with -p"),
-                  kExitBadInput);
+    return FailGenerate(out.status());
   }
-  const size_t reused = ctx->size();
-  std::vector<int32_t> history = ctx->tokens();
-  history.insert(history.end(), run.begin(), run.end());
-
-  InstallInterruptHandler();
-  const auto t1 = Clock::now();
-  auto logits = have_logits ? Result<std::vector<float>>(std::move(stored_logits)) : Prefill(model, *ctx, run);
-  if (!logits.ok()) return Fail(logits.status(), ExitCodeFor(logits.status(), kExitFailure));
-  const double prefill_s = SecondsSince(t1);
-  std::string text;
-  auto gen = Decode(model, tok, *sampler, *ctx, std::move(*logits), std::move(history), o.n_predict,
-                    [&](const std::string& piece) {
-                      if (o.json) {
-                        text += piece;
-                      } else {
-                        std::printf("%s", piece.c_str());
-                        std::fflush(stdout);
-                      }
-                    });
-  if (!gen.ok()) return Fail(gen.status(), ExitCodeFor(gen.status(), kExitFailure));
-  const double gen_tps = gen->generated / std::max(gen->seconds, 1e-9);
+  if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
+  const size_t generated = out->tokens.size();
+  const size_t reused = out->cached_tokens;
+  const size_t prefilled = out->prompt_tokens - out->cached_tokens;
+  const double gen_tps = static_cast<double>(generated) / std::max(out->generate_seconds, 1e-9);
   if (o.json) {
     PrintJson({{"source", o.input},
                {"text", text},  // lossy where the bytes are not UTF-8; token_ids are exact
-               {"token_ids", gen->tokens},
+               {"token_ids", out->tokens},
                {"tokens_restored", restored},
                {"tokens_reused", reused},
-               {"tokens_prefilled", run.size()},
-               {"tokens_generated", gen->generated},
+               {"tokens_prefilled", prefilled},
+               {"tokens_generated", generated},
                {"page_tokens", o.page_tokens},
                {"kv_precision", o.kv_precision},
                {"restore_seconds", restore_s},
-               {"prefill_seconds", prefill_s},
-               {"generation_seconds", gen->seconds},
+               {"prefill_seconds", out->prefill_seconds},
+               {"generation_seconds", out->generate_seconds},
                {"generation_tokens_per_second", gen_tps}});
     return kExitOk;
   }
   std::printf("\n");
   std::fprintf(stderr,
                "\nrestore: %zu tokens in %s (%u-token pages); %zu reused, %zu prefilled in %s; "
-               "generation: %d tokens in %s (%.1f tokens/s)\n",
-               restored, FormatDuration(restore_s).c_str(), o.page_tokens, reused, run.size(),
-               FormatDuration(prefill_s).c_str(), gen->generated, FormatDuration(gen->seconds).c_str(), gen_tps);
+               "generation: %zu tokens in %s (%.1f tokens/s)\n",
+               restored, FormatDuration(restore_s).c_str(), o.page_tokens, reused, prefilled,
+               FormatDuration(out->prefill_seconds).c_str(), generated,
+               FormatDuration(out->generate_seconds).c_str(), gen_tps);
   return kExitOk;
 }
 
@@ -245,6 +256,8 @@ void AddCommon(CLI::App* c, CommonOptions* o) {
   c->add_option("--page-tokens", o->page_tokens, "KV positions per page")->capture_default_str();
   c->add_option("--kv-precision", o->kv_precision, "KV precision: f32, f16, q8_0")->capture_default_str();
   c->add_option("-t,--threads", o->threads, "Compute threads (0: one per core)")->capture_default_str();
+  c->add_option("-c,--ctx-size", o->ctx_size, "Positions a context may hold (0: the model's trained context)")
+      ->capture_default_str();
   c->add_flag("--json", o->json, "One JSON object on stdout instead of the table");
 }
 
@@ -280,7 +293,7 @@ void AddCtxModelCommands(CLI::App& ctx, int* exit_code) {
   restore->add_option("--min-p", r->sampling.min_p, "Min-p (0: off)")->capture_default_str();
   restore->add_option("--repeat-penalty", r->sampling.repeat_penalty, "Repetition penalty (1: off)")
       ->capture_default_str();
-  restore->add_option("--seed", r->seed, "Random seed (-1: random)")->capture_default_str();
+  restore->add_option("--seed", r->sampling.seed, "Random seed (-1: random)")->capture_default_str();
   restore->callback([r, exit_code] { *exit_code = RunRestore(*r); });
 }
 

@@ -5,29 +5,8 @@
 #include <cstdio>
 
 #include "format.h"
-#include "kv/cache.h"
 
 namespace llamay::cli {
-
-ForkReport MeasureFork(const kv::Context& source, size_t n, std::string label, std::vector<kv::Context>* branches) {
-  kv::Cache& cache = *source.cache();
-  ForkReport r;
-  r.source = std::move(label);
-  r.tokens = source.size();
-  r.pages = source.n_pages();
-  r.source_bytes = source.bytes();
-  r.branches = n;
-  const kv::CacheStats before = cache.Stats();
-  const auto t0 = std::chrono::steady_clock::now();
-  *branches = source.Fork(n);
-  r.fork_seconds = SecondsSince(t0);
-  const kv::CacheStats after = cache.Stats();
-  r.pages_allocated = after.pages_allocated_total - before.pages_allocated_total;
-  r.pages_live_before = before.pages_live;
-  r.pages_live_after = after.pages_live;
-  r.page_bytes = after.page_bytes;
-  return r;
-}
 
 void PrintRow(const char* label, const std::string& value) { std::printf("%-25s %s\n", label, value.c_str()); }
 

@@ -6,8 +6,9 @@
 //   pages a copy would need   8
 //   memory held               128.00 KiB (a copy would be 1.00 MiB)
 //
-// "pages allocated" is measured from the cache's counters around the fork, never assumed.
-// Thread-safety: functions only; the fork takes the source context's lock (kv::Context::Fork).
+// "pages allocated" is measured from the cache's counters around the fork, never assumed: `ctx demo` reads
+// the state engine's counters, `ctx fork` the public API's (llamay::Engine::Memory).
+// Thread-safety: functions only.
 #ifndef LLAMAY_TOOLS_CLI_FORK_REPORT_H_
 #define LLAMAY_TOOLS_CLI_FORK_REPORT_H_
 
@@ -16,8 +17,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "kv/context.h"
 
 namespace llamay::cli {
 
@@ -36,9 +35,6 @@ struct ForkReport {
   uint64_t bytes_held() const { return source_bytes; }
   uint64_t bytes_a_copy_would_hold() const { return bytes_held() * branches; }
 };
-
-// Forks `source` n ways into *branches, timing the fork and reading the cache's counters before and after.
-ForkReport MeasureFork(const kv::Context& source, size_t n, std::string label, std::vector<kv::Context>* branches);
 
 // One "label   value" line of a CLI table (the label padded to 25 columns).
 void PrintRow(const char* label, const std::string& value);

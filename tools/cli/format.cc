@@ -38,4 +38,9 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void PrintDemoModelNote() {
+  std::fprintf(stderr, "llamay: no -m given: using the built-in demo model (its text is meaningless; "
+                       "pass -m MODEL.gguf for a real one)\n");
+}
+
 }  // namespace llamay::cli

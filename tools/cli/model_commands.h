@@ -1,5 +1,6 @@
-// `llamay model demo`, `llamay tokenize`, `llamay run` and `llamay bench`: the model runtime from the
-// command line. Without -m, commands use the built-in demo model (meaningless text; see README).
+// `llamay model demo|synth`, `llamay tokenize` and `llamay run`: models from the command line. `run`
+// generates through the public API (include/llamay/llamay.h), the engine the server uses. Without -m,
+// commands use the built-in demo model (meaningless text; see README).
 #ifndef LLAMAY_TOOLS_CLI_MODEL_COMMANDS_H_
 #define LLAMAY_TOOLS_CLI_MODEL_COMMANDS_H_
 

@@ -14,7 +14,6 @@
 #include "ctx_commands.h"
 #include "format.h"
 #include "kernels/cpu.h"
-#include "model_source.h"
 #include "server/chat_prompt.h"
 #include "server/server.h"
 
@@ -60,7 +59,8 @@ int RunServe(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto m = LoadModelOrDemo(o.model, o.threads);
+  if (o.model.empty()) PrintDemoModelNote();
+  auto m = engine::LoadModelOrDemo(o.model, o.threads);
   if (!m.ok()) return Fail(m.status(), kExitBadInput);
   auto precision = kv::ParseKvPrecision(o.kv_precision);
   if (!precision.ok()) return Fail(precision.status(), kExitBadInput);

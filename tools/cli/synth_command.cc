@@ -8,6 +8,7 @@
 #include "ctx_commands.h"
 #include "format.h"
 #include "kernels/dequant.h"
+#include "model/demo_model.h"
 #include "model/synthetic_model.h"
 
 namespace llamay::cli {
@@ -93,7 +94,16 @@ Result<TensorType> ParseWeightType(const std::string& name) {
   return *t;
 }
 
-void AddSynthCommand(CLI::App& model_cmd, int* exit_code) {
+void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
+  auto demo_out = std::make_shared<std::string>();
+  CLI::App* demo = model_cmd.add_subcommand("demo", "Write the built-in demo model (synthetic weights) as GGUF");
+  demo->add_option("-o,--output", *demo_out, "Destination file")->required();
+  demo->callback([demo_out, exit_code] {
+    Status s = model::WriteDemoModel(*demo_out);
+    *exit_code = s.ok() ? kExitOk : Fail(s, kExitFailure);
+    if (s.ok()) std::printf("wrote %s (%s)\n", demo_out->c_str(), model::kDemoModelName);
+  });
+
   auto o = std::make_shared<SynthOptions>();
   CLI::App* c = model_cmd.add_subcommand(
       "synth", "Write a GGUF model of a given shape with deterministic synthetic weights (for benchmarks)");

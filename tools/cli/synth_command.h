@@ -1,4 +1,4 @@
-// `llamay model synth`: GGUF files of a chosen shape with deterministic synthetic weights, in any weight type
+// `llamay model demo` writes the built-in demo model as a GGUF file; `llamay model synth`: GGUF files of a chosen shape with deterministic synthetic weights, in any weight type
 // llamay can quantise to, so that llamay and llama.cpp benchmark the very same file (bench/side_by_side).
 #ifndef LLAMAY_TOOLS_CLI_SYNTH_COMMAND_H_
 #define LLAMAY_TOOLS_CLI_SYNTH_COMMAND_H_
@@ -14,7 +14,8 @@ namespace llamay::cli {
 // A weight type by llama.cpp's name ("f16", "q8_0", "q4_K"), refused unless llamay can quantise to it.
 Result<TensorType> ParseWeightType(const std::string& name);
 
-void AddSynthCommand(CLI::App& model_cmd, int* exit_code);
+// `model demo` and `model synth`.
+void AddModelFileCommands(CLI::App& model_cmd, int* exit_code);
 
 }  // namespace llamay::cli
 

@@ -1,0 +1,43 @@
+#include "progress.h"
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+namespace llamay::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+constexpr int kInterruptedDetail = 130;  // Status::detail() of Interrupted()
+
+extern "C" void OnInterrupt(int sig) {
+  g_interrupted = 1;
+  std::signal(sig, SIG_DFL);  // a second one ends the process
+}
+
+}  // namespace
+
+// "\rprefill [##########..........]  512/1024 tokens" on stderr.
+void DrawProgress(size_t done, size_t total) {
+  constexpr size_t kWidth = 30;
+  const size_t filled = total == 0 ? kWidth : done * kWidth / total;
+  std::string bar(filled, '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(stderr, "\rprefill [%s] %zu/%zu tokens", bar.c_str(), done, total);
+  std::fflush(stderr);
+}
+
+void InstallInterruptHandler() {
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+}
+
+bool InterruptRequested() { return g_interrupted != 0; }
+
+Status Interrupted() { return Status(StatusCode::kUnavailable, "interrupted", kInterruptedDetail); }
+
+int ExitCodeFor(const Status& s, int otherwise) {
+  return s.code() == StatusCode::kUnavailable && s.detail() == kInterruptedDetail ? 130 : otherwise;
+}
+
+}  // namespace llamay::cli
