@@ -49,6 +49,29 @@ struct Params {
   toolcall::ToolFormat tool_format = toolcall::ToolFormat::kGeneric;
 };
 
+// The grammar of p's tool calls. tool_choice "auto" switches it on at the format's triggers, unless
+// `answer` (a response format's schema) is given: then the answer is either calls or a JSON value of that
+// schema, constrained from the first token.
+Status ToolGrammar(Server& server, const json& body, const nlohmann::ordered_json* answer, Params* p) {
+  const bool parallel = !body.contains("parallel_tool_calls") || body["parallel_tool_calls"].is_null() ||
+                        body["parallel_tool_calls"].get<bool>();
+  LLAMAY_ASSIGN_OR_RETURN(std::string gbnf,
+                          toolcall::ToolCallGbnf(p->tool_format, p->tools, p->tool_choice, parallel, answer));
+  auto g = grammar::ParseGbnf(gbnf);
+  if (!g.ok()) return g.status().WithContext("the tool-call grammar");
+  p->grammar = *g;
+  p->triggers.clear();
+  std::vector<std::string> markers;
+  for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(p->tool_format)) {
+    markers.push_back(t.text);
+    if (p->tool_choice.mode == toolcall::ToolChoice::Mode::kAuto && answer == nullptr)
+      p->triggers.emplace_back(t.text, t.at_start);
+  }
+  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those.
+  LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, server.engine().GrammarVocabulary(markers));
+  return Status::Ok();
+}
+
 // The request's tools and tool_choice (chat), parsed from the body in its own key order so that each
 // schema's properties keep theirs; then the grammar of a call. Before the prompt: the template needs them.
 Status ParseTools(Server& server, const json& body, const std::string& raw, Params* p) {
@@ -66,20 +89,7 @@ Status ParseTools(Server& server, const json& body, const std::string& raw, Para
   if (p->tools.empty() || p->tool_choice.mode == toolcall::ToolChoice::Mode::kNone) return Status::Ok();
   p->parse_tools = true;
   p->tool_format = server.chat_prompt().tool_format();
-  const bool parallel = !body.contains("parallel_tool_calls") || body["parallel_tool_calls"].is_null() ||
-                        body["parallel_tool_calls"].get<bool>();
-  LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(p->tool_format, p->tools, p->tool_choice, parallel));
-  auto g = grammar::ParseGbnf(gbnf);
-  if (!g.ok()) return g.status().WithContext("the tool-call grammar");
-  p->grammar = *g;
-  std::vector<std::string> markers;
-  for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(p->tool_format)) {
-    markers.push_back(t.text);
-    if (p->tool_choice.mode == toolcall::ToolChoice::Mode::kAuto) p->triggers.emplace_back(t.text, t.at_start);
-  }
-  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those.
-  LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, server.engine().GrammarVocabulary(markers));
-  return Status::Ok();
+  return ToolGrammar(server, body, nullptr, p);
 }
 
 // body[key] as T, or `fallback` when the key is absent or null (clients send null for "unset").
@@ -203,12 +213,17 @@ Status ParseParams(Server& server, const json& body, const std::string& raw, boo
   } catch (const json::exception& e) {
     return InvalidArgumentError(std::string("a field has the wrong type: ") + e.what());
   }
-  LLAMAY_ASSIGN_OR_RETURN(auto format_grammar, RequestGrammar(body, raw));
-  if (format_grammar && p->parse_tools)
-    return InvalidArgumentError("'response_format', 'json_schema' and 'grammar' cannot be combined with tools (unless "
-                                "tool_choice is \"none\")");
-  if (format_grammar) {
-    p->grammar = std::move(format_grammar);
+  LLAMAY_ASSIGN_OR_RETURN(RequestedFormat format, RequestFormat(body, raw));
+  if (format.grammar && p->parse_tools) {
+    // With tools: "auto" answers with calls or with JSON of the format; "required" or a named function
+    // answers with calls only, so the format has nothing to constrain in this turn.
+    if (format.schema.is_null())
+      return InvalidArgumentError("'grammar' cannot be combined with tools (unless tool_choice is \"none\"); "
+                                  "'response_format' and 'json_schema' can");
+    if (p->tool_choice.mode == toolcall::ToolChoice::Mode::kAuto)
+      LLAMAY_RETURN_IF_ERROR(ToolGrammar(server, body, &format.schema, p));
+  } else if (format.grammar) {
+    p->grammar = std::move(format.grammar);
     LLAMAY_ASSIGN_OR_RETURN(p->vocabulary, engine.GrammarVocabulary());
   }
   if (p->prompt.empty() && p->session.empty()) return InvalidArgumentError("the prompt is empty");

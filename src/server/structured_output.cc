@@ -8,13 +8,15 @@ namespace {
 
 using ordered = nlohmann::ordered_json;
 
-Result<std::shared_ptr<const grammar::Grammar>> FromSchema(const ordered& schema, const std::string& field) {
+Result<RequestedFormat> FromSchema(const ordered& schema, const std::string& field) {
   if (!schema.is_object() && !schema.is_boolean())
     return InvalidArgumentError("'" + field + "' must be a JSON Schema object");
   auto g = grammar::FromJsonSchema(schema);
   if (!g.ok()) return InvalidArgumentError("'" + field + "': " + g.status().message());
-  return *g;
+  return RequestedFormat{*g, schema};
 }
+
+RequestedFormat AnyObject() { return RequestedFormat{grammar::AnyJsonObject(), ordered{{"type", "object"}}}; }
 
 }  // namespace
 
@@ -25,7 +27,7 @@ ordered OrderedBody(const std::string& raw) {
   return j;
 }
 
-Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::json& body, const std::string& raw) {
+Result<RequestedFormat> RequestFormat(const nlohmann::json& body, const std::string& raw) {
   auto present = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
   const bool has_format = present("response_format"), has_schema = present("json_schema"),
              has_grammar = present("grammar");
@@ -35,19 +37,19 @@ Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::j
     if (!body["grammar"].is_string()) return InvalidArgumentError("'grammar' must be a string of GBNF");
     auto g = grammar::ParseGbnf(body["grammar"].get<std::string>());
     if (!g.ok()) return InvalidArgumentError("'grammar': " + g.status().message());
-    return *g;
+    return RequestedFormat{*g, nullptr};
   }
   if (has_schema) return FromSchema(OrderedBody(raw)["json_schema"], "json_schema");
-  if (!has_format) return std::shared_ptr<const grammar::Grammar>();
+  if (!has_format) return RequestedFormat{};
   const nlohmann::json& rf = body["response_format"];
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
     return InvalidArgumentError("'response_format' must be an object with a string 'type'");
   const std::string type = rf["type"];
-  if (type == "text") return std::shared_ptr<const grammar::Grammar>();
+  if (type == "text") return RequestedFormat{};
   if (type == "json_object") {
     if (rf.contains("schema") && !rf["schema"].is_null())
       return FromSchema(OrderedBody(raw)["response_format"]["schema"], "response_format.schema");
-    return grammar::AnyJsonObject();
+    return AnyObject();
   }
   if (type == "json_schema") {
     if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
@@ -58,7 +60,7 @@ Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::j
     if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean())
       return InvalidArgumentError("'response_format.json_schema.strict' must be a boolean");
     // OpenAI requires the schema; without one any JSON object is the only sensible reading.
-    if (!js.contains("schema") || js["schema"].is_null()) return grammar::AnyJsonObject();
+    if (!js.contains("schema") || js["schema"].is_null()) return AnyObject();
     return FromSchema(OrderedBody(raw)["response_format"]["json_schema"]["schema"], "response_format.json_schema.schema");
   }
   return InvalidArgumentError("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not \"" +

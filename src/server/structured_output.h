@@ -26,9 +26,16 @@ namespace llamay::server {
 // `raw` parsed keeping its key order (lone surrogate escapes read as U+FFFD); discarded when not JSON.
 nlohmann::ordered_json OrderedBody(const std::string& raw);
 
-// The grammar `body` (parsed from `raw`) asks for; nullptr when it asks for none. InvalidArgument, naming
-// the field, for a malformed or unsupported request.
-Result<std::shared_ptr<const grammar::Grammar>> RequestGrammar(const nlohmann::json& body, const std::string& raw);
+struct RequestedFormat {
+  std::shared_ptr<const grammar::Grammar> grammar;  // null: the request asks for none
+  // The JSON Schema `grammar` was compiled from ({"type": "object"} for any JSON object); null for a GBNF
+  // grammar. With tools, the answer's side of the tool-call grammar (toolcall::ToolCallGbnf).
+  nlohmann::ordered_json schema;
+};
+
+// The format `body` (parsed from `raw`) asks for. InvalidArgument, naming the field, for a malformed or
+// unsupported request.
+Result<RequestedFormat> RequestFormat(const nlohmann::json& body, const std::string& raw);
 
 }  // namespace llamay::server
 

@@ -32,7 +32,8 @@ std::string Repeated(const std::string& first, const std::string& sep, bool para
 }  // namespace
 
 Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>& tools,
-                                 const ToolChoice& choice, bool parallel) {
+                                 const ToolChoice& choice, bool parallel,
+                                 const nlohmann::ordered_json* answer_schema) {
   if (choice.mode == ToolChoice::Mode::kNone) {
     return InvalidArgumentError("tool_choice \"none\" has no tool-call grammar");
   }
@@ -53,21 +54,29 @@ Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>&
     return InvalidArgumentError("tool_choice names the function \"" + choice.name +
                                 "\", which is not in tools");
   }
+  // With an answer schema the calls are one side of root's choice; the answer's rules are prefixed apart
+  // from every function's ("answer-" is no prefix of "fnN-", nor the other way round).
+  const std::string calls = answer_schema != nullptr ? "calls" : "root";
   std::string root;
+  if (answer_schema != nullptr) {
+    auto answer = grammar::JsonSchemaRulesGbnf(*answer_schema, "answer-");
+    if (!answer.ok()) return answer.status().WithContext("the response format's schema");
+    root = "root ::= calls | answer-root\n" + *answer;
+  }
   switch (format) {
     case ToolFormat::kHermes:
     case ToolFormat::kGeneric:
-      root = "root ::= " + Repeated("block", Lit("\n") + "?", parallel) +
+      root += calls + " ::= " + Repeated("block", Lit("\n") + "?", parallel) +
              "\nblock ::= " + Lit("<tool_call>") + " " + Lit("\n") + "? call " + Lit("\n") + "? " +
              Lit("</tool_call>") + "\n";
       break;
     case ToolFormat::kLlama3:
-      root = "root ::= " + Lit("<|python_tag|>") + "? " +
+      root += calls + " ::= " + Lit("<|python_tag|>") + "? " +
              Repeated("call", Lit(";") + " " + Lit(" ") + "?", parallel) + "\n";
       break;
     case ToolFormat::kMistral:
     case ToolFormat::kGranite:
-      root = "root ::= " + Lit(format == ToolFormat::kMistral ? "[TOOL_CALLS]" : "<|tool_call|>") + " " +
+      root += calls + " ::= " + Lit(format == ToolFormat::kMistral ? "[TOOL_CALLS]" : "<|tool_call|>") + " " +
              Lit("[") + " ws " + Repeated("call", Lit(",") + " ws", parallel) + " ws " + Lit("]") + "\n";
       break;
   }

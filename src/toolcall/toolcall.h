@@ -132,8 +132,14 @@ nlohmann::ordered_json MessagesWithToolPrompt(ToolFormat format, const nlohmann:
 // `parallel`), then ends. Everything it accepts parses with ParseToolCalls into calls whose arguments
 // validate against their schemas. InvalidArgument for tool_choice "none", no tools, an unknown named
 // function, or a schema grammar/json_schema.h refuses.
+//
+// `answer_schema` (tool_choice "auto" with a response format, as agent frameworks send for an agent with
+// both tools and a typed output): the answer is then either the tool calls or a JSON value that validates
+// against this schema, nothing else, and the grammar applies from the first token (no trigger): root is
+// the choice between the two. Without it, free text is the other choice, left to the caller (lazy triggers).
 Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>& tools,
-                                 const ToolChoice& choice, bool parallel);
+                                 const ToolChoice& choice, bool parallel,
+                                 const nlohmann::ordered_json* answer_schema = nullptr);
 
 struct ToolCallTrigger {
   std::string text;

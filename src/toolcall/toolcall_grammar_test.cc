@@ -128,6 +128,39 @@ TEST(ToolCallGbnf, RequiredAcceptsValidCallsOnly) {
   }
 }
 
+// "auto" with a response format's schema: the answer is the calls or JSON of that schema, from the first
+// byte, and nothing else (no free text, no JSON of another shape, no calls followed by an answer).
+TEST(ToolCallGbnf, AnAnswerSchemaIsTheOtherChoice) {
+  const auto tools = Tools();
+  const Json answer = Json::parse(R"({"type": "object", "properties": {"summary": {"type": "string",
+      "maxLength": 10}, "done": {"type": "boolean"}}, "required": ["summary", "done"],
+      "additionalProperties": false})");
+  for (ToolFormat f : kFormats) {
+    SCOPED_TRACE(ToolFormatName(f));
+    auto gbnf = ToolCallGbnf(f, tools, {ToolChoice::Mode::kAuto, ""}, /*parallel=*/true, &answer);
+    ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+    auto g = grammar::ParseGbnf(*gbnf);
+    ASSERT_TRUE(g.ok()) << g.status().ToString() << "\n" << *gbnf;
+    for (const Call& c : kValid) EXPECT_TRUE(Matches(*g, Render(f, {c}))) << Render(f, {c});
+    for (const Call& c : kInvalid) EXPECT_FALSE(Matches(*g, Render(f, {c}))) << Render(f, {c});
+    EXPECT_TRUE(Matches(*g, Render(f, {kValid[0], kValid[2]})));
+    const std::string good = R"({"summary": "sunny", "done": true})";
+    EXPECT_TRUE(Matches(*g, good));
+    EXPECT_TRUE(Matches(*g, "{\n  \"summary\": \"\",\n  \"done\": false\n}"));
+    EXPECT_FALSE(Matches(*g, R"({"summary": "far too long a summary", "done": true})"));
+    EXPECT_FALSE(Matches(*g, R"({"done": true, "summary": "x"})"));  // properties in the schema's order
+    EXPECT_FALSE(Matches(*g, R"({"summary": "x"})"));
+    EXPECT_FALSE(Matches(*g, "It is sunny."));
+    EXPECT_FALSE(Matches(*g, "Sure. " + good));
+    EXPECT_FALSE(Matches(*g, Render(f, {kValid[0]}) + good));
+    EXPECT_FALSE(Matches(*g, ""));
+  }
+  const Json bad = Json::parse(R"({"type": "object", "patternProperties": {}})");
+  auto refused = ToolCallGbnf(ToolFormat::kHermes, tools, {ToolChoice::Mode::kAuto, ""}, true, &bad);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("response format"), std::string::npos);
+}
+
 TEST(ToolCallGbnf, NamedAllowsOnlyThatFunction) {
   const auto tools = Tools();
   for (ToolFormat f : kFormats) {

@@ -3,7 +3,8 @@
 // makes one too), the arguments validate against the function's schema (ajv), the call and a `tool`
 // result go back in the next turn, which prefills only what is new (the prefix tree) and answers; streamed
 // tool-call deltas assembled by the client equal the non-streamed call; malformed tools and tool_choice
-// are BadRequestErrors and the server stays up. Whatever model run.sh serves. Run by run.sh.
+// are BadRequestErrors and the server stays up; with a response format too, "auto" answers with valid calls
+// or JSON that validates. Whatever model run.sh serves. Run by run.sh.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -127,6 +128,51 @@ test('tool_choice auto without a trigger is plain text, and none never parses ca
   }
 });
 
+// An agent with tools and a typed output (the Agents SDK's output_type) sends both: in "auto" the answer is
+// then valid calls or JSON of the format, never free text; "required" answers with calls.
+test('tools with a response format: valid calls or JSON that validates, whatever the model', async () => {
+  const answer = {
+    type: 'object', properties: { summary: { type: 'string', maxLength: 30 }, done: { type: 'boolean' } },
+    required: ['summary', 'done'], additionalProperties: false,
+  };
+  const validate = ajv.compile(answer);
+  const response_format = { type: 'json_schema', json_schema: { name: 'answer', schema: answer, strict: true } };
+  const messages = [{ role: 'user', content: 'Weather in Oslo?' }];
+  const seen = { calls: 0, answers: 0 };
+  for (let seed = 0; seed < SEEDS; ++seed) {
+    for (const stream of [false, true]) {
+      const where = `seed ${seed}${stream ? ' streamed' : ''}`;
+      const body = { model, messages, tools, tool_choice: 'auto', response_format, max_tokens: 600, temperature: 1, seed };
+      let msg, finish;
+      if (stream) {
+        const s = client.chat.completions.stream({ ...body, stream: true });
+        const done = await s.finalChatCompletion();
+        msg = done.choices[0].message;
+        finish = done.choices[0].finish_reason;
+      } else {
+        const r = await client.chat.completions.create(body);
+        msg = r.choices[0].message;
+        finish = r.choices[0].finish_reason;
+      }
+      if (finish === 'tool_calls') {
+        seen.calls++;
+        msg.tool_calls.forEach((t, i) => checkCall(t, `${where} call ${i}`));
+      } else {
+        assert.equal(finish, 'stop', where);
+        seen.answers++;
+        const j = JSON.parse(msg.content);
+        assert.ok(validate(j), `${where}: ${ajv.errorsText(validate.errors)}: ${msg.content}`);
+      }
+    }
+  }
+  assert.equal(seen.calls + seen.answers, 2 * SEEDS);
+  console.log(`tools with a response format: ${seen.calls} answers with calls, ${seen.answers} with JSON`);
+  const forced = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required',
+    response_format, max_tokens: 600, temperature: 1, seed: 1 });
+  assert.equal(forced.choices[0].finish_reason, 'tool_calls');
+  forced.choices[0].message.tool_calls.forEach((t, i) => checkCall(t, `required call ${i}`));
+});
+
 test('malformed tools and tool_choice are 400s that name the problem', async () => {
   const msgs = [{ role: 'user', content: 'x' }];
   const bad = [
@@ -136,7 +182,7 @@ test('malformed tools and tool_choice are 400s that name the problem', async () 
     [{ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, /nope/],
     [{ tools, tool_choice: 'sometimes' }, /tool_choice/],
     [{ tool_choice: 'required' }, /tool/],
-    [{ tools, tool_choice: 'required', response_format: { type: 'json_object' } }, /combined/],
+    [{ tools, grammar: 'root ::= "x"' }, /grammar.*cannot be combined with tools/],
   ];
   for (const [extra, re] of bad) {
     await assert.rejects(client.chat.completions.create({ model, messages: msgs, max_tokens: 4, ...extra }),
