@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "llamay/logits_processor.h"
 #include "llamay/status.h"
 
 namespace llamay {
@@ -67,6 +68,10 @@ struct GenerateOptions {
   SamplingOptions sampling;
   int max_tokens = 128;            // 0: only take in the input
   std::vector<std::string> stop;   // the text ends before the first of these
+  // Filters on each step's logits, run in order after the session's constraint and before sampling
+  // (logits_processor.h). Not owned: each must outlive the call. Their state is theirs to keep between
+  // calls (a session's constraint, by contrast, carries itself).
+  std::vector<LogitsProcessor*> processors;
   // Called after each chunk of a long prompt: tokens computed so far, of `total`. Return false to stop.
   std::function<bool(size_t done, size_t total)> on_prefill_progress;
 };

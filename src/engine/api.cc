@@ -26,16 +26,17 @@ struct Session::Impl {
 
 namespace {
 
-// The session's constraint lent to one request: the request advances the session's own state.
-class LentConstraint : public engine::LogitsProcessor {
+// A processor the request does not own (the session's constraint, or the caller's): the request advances
+// its owner's own state.
+class Lent : public LogitsProcessor {
  public:
-  explicit LentConstraint(engine::GrammarConstraint* c) : c_(c) {}
-  Status Process(std::span<float> logits) override { return c_->Process(logits); }
-  Status Accept(int32_t token) override { return c_->Accept(token); }
-  std::unique_ptr<engine::LogitsProcessor> Clone() const override { return c_->Clone(); }
+  explicit Lent(LogitsProcessor* p) : p_(p) {}
+  Status Process(std::span<float> logits) override { return p_->Process(logits); }
+  Status Accept(int32_t token) override { return p_->Accept(token); }
+  std::unique_ptr<LogitsProcessor> Clone() const override { return p_->Clone(); }
 
  private:
-  engine::GrammarConstraint* c_;
+  LogitsProcessor* p_;
 };
 
 sampling::SamplingParams ParamsFor(const SamplingOptions& in) {
@@ -140,7 +141,11 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
   Impl& s = *impl_;
   LLAMAY_ASSIGN_OR_RETURN(engine::Request r, RequestFor(options));
   const std::optional<engine::GrammarConstraint> before = s.constraint;  // an error puts it back
-  if (s.constraint) r.processors.push_back(std::make_unique<LentConstraint>(&*s.constraint));
+  if (s.constraint) r.processors.push_back(std::make_unique<Lent>(&*s.constraint));
+  for (LogitsProcessor* p : options.processors) {
+    if (p == nullptr) return InvalidArgumentError("GenerateOptions::processors holds a null processor");
+    r.processors.push_back(std::make_unique<Lent>(p));
+  }
   const bool fresh = !s.session.context.valid() && s.session.tail.empty();
   if (fresh) {  // the first turn starts from the prefix tree
     if (tokens.empty()) return InvalidArgumentError("a new session needs input to start from");

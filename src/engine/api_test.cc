@@ -2,7 +2,9 @@
 // their constraint, and report errors leaving the session as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -151,6 +153,56 @@ TEST(Api, RefusedSnapshotsSayWhy) {
   bad.top_p = 2;
   EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(SamplingOptions{}.Validate().ok());
+}
+
+// A caller's logits processor runs in the engine's decode loop: it sees every step, its mask holds, and its
+// error ends the call leaving the session as it was.
+class BanToken : public LogitsProcessor {
+ public:
+  explicit BanToken(int32_t banned) : banned_(banned) {}
+  Status Process(std::span<float> logits) override {
+    ++steps;
+    if (fail) return InternalError("the processor failed");
+    logits[static_cast<size_t>(banned_)] = -std::numeric_limits<float>::infinity();
+    return Status::Ok();
+  }
+  Status Accept(int32_t token) override {
+    accepted.push_back(token);
+    return Status::Ok();
+  }
+  std::unique_ptr<LogitsProcessor> Clone() const override { return std::make_unique<BanToken>(*this); }
+  int steps = 0;
+  bool fail = false;
+  std::vector<int32_t> accepted;
+
+ private:
+  int32_t banned_;
+};
+
+TEST(Api, CallersLogitsProcessorsRunInTheDecodeLoop) {
+  auto engine = OpenDemo();
+  auto free = engine->NewSession()->Generate("Processors filter", Greedy(16));
+  ASSERT_TRUE(free.ok());
+  ASSERT_FALSE(free->tokens.empty());
+  const int32_t banned = free->tokens.front();  // what greedy picks first without the processor
+  BanToken ban(banned);
+  GenerateOptions g = Greedy(16);
+  g.processors = {&ban};
+  auto s = engine->NewSession();
+  auto out = s->Generate("Processors filter", g);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(std::count(out->tokens.begin(), out->tokens.end(), banned), 0);
+  EXPECT_NE(out->tokens, free->tokens);
+  EXPECT_EQ(ban.steps, static_cast<int>(out->tokens.size()));
+  EXPECT_EQ(ban.accepted, out->tokens);
+  const size_t before = s->tokens();
+  ban.fail = true;
+  auto failed = s->Generate(" more", g);
+  EXPECT_EQ(failed.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(s->tokens(), before);
+  g.processors = {nullptr};
+  EXPECT_EQ(s->Generate("", g).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s->Generate("", Greedy(2)).ok());
 }
 
 TEST(Api, TheConstraintCarriesAcrossCallsAndIntoForks) {
