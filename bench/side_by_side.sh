@@ -10,6 +10,8 @@
 #   SBS_TYPES         weight types (default "f16 q8_0 q4_0 q4_K_M").
 #   SBS_ROUNDS        rounds (default 2; odd rounds run llamay first, even rounds the peer first).
 #   SBS_REPS          repetitions per run (default 3), SBS_THREADS (default 2), SBS_PP (512), SBS_TG (128).
+#   SBS_DEPTH         context tokens held before each test (both engines' -d; default 0): the 4k-context
+#                     decode target runs SBS_PP=0 at SBS_DEPTH=128 and at 4096.
 #   SBS_PAIR=1        instead: two processes of each engine at once (each with SBS_THREADS threads, so
 #                     together they ask for twice the cores), against one alone: a pool that spins while it
 #                     waits takes cores the other process needs (issue 12). Prompt and generation rates.
@@ -27,6 +29,9 @@ reps=${SBS_REPS:-3}
 threads=${SBS_THREADS:-2}
 pp=${SBS_PP:-512}
 tg=${SBS_TG:-128}
+depth=${SBS_DEPTH:-0}
+at=""
+[ "$depth" -gt 0 ] && at=" @ d$depth"
 max_load=${SBS_MAX_LOAD:-0.7}
 marker=/tmp/BENCH_RUNNING
 
@@ -86,7 +91,8 @@ done
 
 # "pp tg" tokens/s (medians) from llamay's table, columns found by their headers.
 run_llamay() {
-  "$llamay" bench -m "$1" -p "$pp" -n "$tg" -r "$reps" -t "$threads" 2>/dev/null | awk -F'|' -v pp="pp$pp" -v tg="tg$tg" '
+  "$llamay" bench -m "$1" -p "$pp" -n "$tg" -d "$depth" -r "$reps" -t "$threads" 2>/dev/null |
+    awk -F'|' -v pp="pp$pp$at" -v tg="tg$tg$at" '
     function trim(s) { gsub(/^ +| +$/, "", s); return s }
     /\| *test *\|/ { for (i = 1; i <= NF; ++i) { h = trim($i); if (h == "test") ct = i; if (h == "t/s") cv = i } next }
     ct && cv { t = trim($ct); split(trim($cv), v, " "); if (t == pp) p = v[1]; if (t == tg) g = v[1] }
@@ -94,7 +100,7 @@ run_llamay() {
 }
 # The same from llama-bench's CSV (avg_ts of the n_prompt row and of the n_gen row).
 run_peer() {
-  "$peers/llama-bench" -m "$1" -p "$pp" -n "$tg" -r "$reps" -t "$threads" -o csv 2>/dev/null | awk -F',' '
+  "$peers/llama-bench" -m "$1" -p "$pp" -n "$tg" -d "$depth" -r "$reps" -t "$threads" -o csv 2>/dev/null | awk -F',' '
     function unq(s) { gsub(/"/, "", s); return s }
     NR == 1 { for (i = 1; i <= NF; ++i) { c[unq($i)] = i } next }
     { np = unq($c["n_prompt"]); ng = unq($c["n_gen"]); ts = unq($c["avg_ts"])
@@ -137,7 +143,7 @@ fi
 isa=${LLAMAY_ISA:-default}
 echo "# side by side, $(date -u +%FT%TZ), llamay LLAMAY_ISA=$isa, peer $peers/llama-bench (${LLAMA_PEER_VARIANT:-its default variant})"
 [ -z "$busy" ] || echo "# MEASURED ON A BUSY MACHINE ($busy): not comparable"
-echo "# -p $pp -n $tg -r $reps -t $threads; load at start $load1; model files in $dir"
+echo "# -p $pp -n $tg -d $depth -r $reps -t $threads; load at start $load1; model files in $dir"
 echo
 echo "| weights | round | llamay pp$pp | llama.cpp pp$pp | ratio | llamay tg$tg | llama.cpp tg$tg | ratio |"
 echo "|---|---|---|---|---|---|---|---|"

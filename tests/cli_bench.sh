@@ -16,7 +16,14 @@ grep -Eq '^read bandwidth: [0-9.]+ GB/s' <<<"$out" || { echo "no measured read b
 out=$("$bin" bench -m "$model" -p 16 -n 0 -r 1 2>/dev/null)
 grep -q '| *pp16 |' <<<"$out" || { echo "no pp16 row:"; echo "$out"; exit 1; }
 if grep -q 'tg' <<<"$(grep -v '| test |' <<<"$out" | grep -v -- '---')"; then echo "a tg row with -n 0"; exit 1; fi
-for args in "-r 0" "-p -1" "-n -5" "-t -1"; do
+# -d: the tests start from a context of that many tokens, and say so; -m reports the load against a read
+# of the file from the page cache.
+all=$("$bin" bench -m "$model" -p 8 -n 4 -d 70 -r 1 2>&1)
+grep -q '| *pp8 @ d70 |' <<<"$all" || { echo "no pp8 @ d70 row:"; echo "$all"; exit 1; }
+grep -q '| *tg4 @ d70 |' <<<"$all" || { echo "no tg4 @ d70 row:"; echo "$all"; exit 1; }
+grep -Eq '^load: .*; reading the file from the page cache: .* \(load / read [0-9.]+\)$' <<<"$all" ||
+  { echo "no load line:"; echo "$all"; exit 1; }
+for args in "-r 0" "-p -1" "-n -5" "-t -1" "-d -3"; do
   set +e
   # shellcheck disable=SC2086
   "$bin" bench -m "$model" $args >/dev/null 2>&1
