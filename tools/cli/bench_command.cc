@@ -131,7 +131,12 @@ int RunBench(const BenchOptions& o) {
                std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
   // tg rows also show the decode memory bound: weight bytes one step reads, the rate that implies, and
   // that as a fraction of the read bandwidth measured here, now, with the same thread count.
-  const uint64_t step_bytes = DecodeWeightBytes(model.file());
+  // With -d, a step also reads the K and V of every position it attends: the held context and, on average,
+  // half of the test's own tokens (every attention layer; a full-attention layout's page holds them all).
+  const double kv_bytes_per_position = static_cast<double>(co.layout.page_bytes()) / co.layout.page_tokens;
+  const uint64_t step_bytes =
+      DecodeWeightBytes(model.file()) +
+      (o.depth > 0 ? static_cast<uint64_t>(kv_bytes_per_position * (o.depth + (o.tg - 1) / 2.0)) : 0);
   ReadBandwidth bw;
   if (o.tg > 0) {
     std::fprintf(stderr, "measuring memory read bandwidth with %d threads...\n", model.n_threads());
@@ -185,6 +190,10 @@ int RunBench(const BenchOptions& o) {
     });
     if (!tps.ok()) return Fail(tps.status(), kExitFailure);
     row("tg" + std::to_string(o.tg) + at, *tps);
+    if (o.depth > 0)
+      std::printf("\nMiB/token: the weights one step reads plus the K/V of the positions it attends (%.0f KiB "
+                  "a position, %d held and half of the %d generated)",
+                  kv_bytes_per_position / 1024, o.depth, o.tg);
     std::printf("\nread bandwidth: %.1f GB/s (%d threads, median of 5 passes over %s; last-level cache %s)\n",
                 bw.bytes_per_s / 1e9, model.n_threads(), FormatBytes(bw.buffer_bytes).c_str(),
                 bw.llc_bytes > 0 ? FormatBytes(bw.llc_bytes).c_str() : "unknown");
