@@ -235,7 +235,10 @@ Status Session::Snapshot(const std::string& path, const SnapshotOptions& options
   return s.SaveSnapshot(*impl_->engine, path, options.f32);
 }
 
-size_t Session::tokens() const { return impl_->session.context.valid() ? impl_->session.tokens() : impl_->session.tail.size(); }
+size_t Session::tokens() const {
+  const engine::Session& s = impl_->session;
+  return s.context.valid() ? s.tokens() : s.tail.size();  // a new session holds no context yet
+}
 
 SessionStats Session::Stats() const {
   const engine::Session& s = impl_->session;

@@ -1,8 +1,20 @@
 #include "engine/session.h"
 
 namespace llamay::engine {
+namespace {
 
-Session Session::Empty(Engine& engine) { return Session{engine.cache().NewContext(), {}, {}}; }
+// Runs `prompt` through the model and nothing more (no token sampled), keeping the context: how a session
+// takes tokens in. `what` names the work in the status of a cancellation.
+Result<Completion> TakeIn(Engine& engine, Request r, const std::function<bool()>& stop, const char* what) {
+  r.max_tokens = 0;
+  r.sampling.temperature = 0;
+  LLAMAY_ASSIGN_OR_RETURN(Completion c, engine.Generate(std::move(r), /*keep_context=*/true, stop));
+  if (c.reason == FinishReason::kCancelled)
+    return Status(StatusCode::kUnavailable, std::string(what) + " was cancelled", kDetailSessionCancelled);
+  return c;
+}
+
+}  // namespace
 
 Result<Session> Session::Start(Engine& engine, std::span<const int32_t> tokens, bool pin_prefix,
                                const std::function<bool()>& stop, size_t* cached_tokens) {
@@ -10,12 +22,8 @@ Result<Session> Session::Start(Engine& engine, std::span<const int32_t> tokens, 
   if (tokens.size() <= 1) return Session{engine.cache().NewContext(), {tokens.begin(), tokens.end()}, {}};
   Request r;
   r.prompt.assign(tokens.begin(), tokens.end() - 1);
-  r.max_tokens = 0;
-  r.sampling.temperature = 0;
   r.pin_prefix = pin_prefix;
-  LLAMAY_ASSIGN_OR_RETURN(Completion c, engine.Generate(std::move(r), /*keep_context=*/true, stop));
-  if (c.reason == FinishReason::kCancelled)
-    return Status(StatusCode::kUnavailable, "starting the session was cancelled", kDetailSessionCancelled);
+  LLAMAY_ASSIGN_OR_RETURN(Completion c, TakeIn(engine, std::move(r), stop, "starting the session"));
   if (cached_tokens != nullptr) *cached_tokens = c.usage.cached_tokens;
   return Session{std::move(c.context), {tokens.back()}, {}};
 }
@@ -56,12 +64,8 @@ Status Session::Settle(Engine& engine, const std::function<bool()>& stop) {
   Request r;
   r.context = context.Fork();
   r.prompt = tail;
-  r.max_tokens = 0;
-  r.sampling.temperature = 0;
   r.return_logits = true;
-  LLAMAY_ASSIGN_OR_RETURN(Completion c, engine.Generate(std::move(r), /*keep_context=*/true, stop));
-  if (c.reason == FinishReason::kCancelled)
-    return Status(StatusCode::kUnavailable, "settling the session was cancelled", kDetailSessionCancelled);
+  LLAMAY_ASSIGN_OR_RETURN(Completion c, TakeIn(engine, std::move(r), stop, "settling the session"));
   context = std::move(c.context);
   tail.clear();
   logits = std::move(c.logits);

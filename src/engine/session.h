@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,13 +40,11 @@ struct Session {
   std::vector<int32_t> tail;   // tokens to run before anything new, oldest first
   std::vector<float> logits;   // [n_vocab] the next token's, when `tail` is empty and they are known
 
-  // A session that holds nothing yet.
-  static Session Empty(Engine& engine);
-  // A session that holds `tokens`: all but the last computed (reusing what the prefix tree holds of them;
-  // pin_prefix as Request::pin_prefix), the last one waiting as the tail, so that the first request on the
-  // session computes its logits and nothing is computed twice. `stop` as for Engine::Generate: once it
-  // returns true the prefill ends with detail kDetailSessionCancelled. `cached_tokens` (optional) receives
-  // how many of the computed tokens were reused rather than prefilled.
+  // A session that holds `tokens` (none: an empty one): all but the last computed (reusing what the prefix
+  // tree holds of them; pin_prefix as Request::pin_prefix), the last one waiting as the tail, so that the
+  // first request on the session computes its logits and nothing is computed twice. `stop` as for
+  // Engine::Generate: once it returns true the prefill ends with detail kDetailSessionCancelled.
+  // `cached_tokens` (optional) receives how many of the computed tokens were reused rather than prefilled.
   static Result<Session> Start(Engine& engine, std::span<const int32_t> tokens, bool pin_prefix = false,
                                const std::function<bool()>& stop = {}, size_t* cached_tokens = nullptr);
 

@@ -464,7 +464,8 @@ Status Launch(Server& server, std::shared_ptr<Job> job) {
   // One prefill of all but the prompt's last token, forked n ways; each branch runs the last token itself.
   auto started = engine::Session::Start(engine, prompt, job->p.retain_prefix, GoneProbe(job->watch),
                                         &job->prefill_cached);
-  if (!started.ok()) return started.status().detail() == engine::kDetailSessionCancelled ? CancelledStatus() : started.status();
+  if (!started.ok())
+    return started.status().detail() == engine::kDetailSessionCancelled ? CancelledStatus() : started.status();
   std::vector<engine::Session> branches = started->Fork(static_cast<size_t>(job->p.n));
   for (int i = 0; i < job->p.n; ++i) {
     LLAMAY_ASSIGN_OR_RETURN(engine::Request r, branches[static_cast<size_t>(i)].Continue({}, base(i)));

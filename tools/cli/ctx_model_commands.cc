@@ -12,11 +12,11 @@
 #include <system_error>
 #include <vector>
 
+#include "cli_engine.h"
 #include "ctx_commands.h"
 #include "fork_report.h"
 #include "format.h"
 #include "progress.h"
-#include "llamay/llamay.h"
 
 namespace llamay::cli {
 namespace {
@@ -49,18 +49,8 @@ struct RestoreOptions : CommonOptions {
   SamplingOptions sampling;
 };
 
-// The engine the server and `llamay run` use (include/llamay/llamay.h), sized for one command's sessions.
 Result<std::unique_ptr<Engine>> OpenEngine(const CommonOptions& o) {
-  if (o.model.empty()) PrintDemoModelNote();
-  Options opts;
-  opts.model_path = o.model;
-  opts.threads = o.threads;
-  opts.page_tokens = o.page_tokens;
-  opts.kv_precision = o.kv_precision;
-  opts.kv_memory_bytes = size_t{64} << 30;  // bounded by what the command's sessions need
-  opts.max_context = o.ctx_size;
-  opts.prefill_chunk = kPrefillChunk;
-  return Engine::Open(opts);
+  return OpenCliEngine({o.model, o.threads, o.page_tokens, o.kv_precision, o.ctx_size, kPrefillChunk});
 }
 
 // Bytes that are not UTF-8 (a random-weight model's text, a file name) print as U+FFFD instead of throwing.

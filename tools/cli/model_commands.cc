@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "cli_engine.h"
 #include "ctx_commands.h"
-#include "llamay/llamay.h"
 #include "format.h"
 #include "progress.h"
 #include "tokenize_command.h"
@@ -51,16 +51,7 @@ Status Constrain(const RunOptions& o, Session& session) {
 int RunGenerate(const RunOptions& o) {
   if (o.batch == 0) return Fail(InvalidArgumentError("--batch must be positive"), kExitBadInput);
   if (Status s = o.sampling.Validate(); !s.ok()) return Fail(s, kExitBadInput);  // before a long load
-  if (o.model.empty()) PrintDemoModelNote();
-  Options opts;
-  opts.model_path = o.model;
-  opts.threads = o.threads;
-  opts.page_tokens = o.page_tokens;
-  opts.kv_precision = o.kv_precision;
-  opts.kv_memory_bytes = size_t{64} << 30;  // one session: bounded by what it needs
-  opts.max_context = o.ctx_size;
-  opts.prefill_chunk = o.batch;
-  auto engine = Engine::Open(opts);
+  auto engine = OpenCliEngine({o.model, o.threads, o.page_tokens, o.kv_precision, o.ctx_size, o.batch});
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   std::unique_ptr<Session> session = (*engine)->NewSession();
   if (Status s = Constrain(o, *session); !s.ok()) return Fail(s, kExitBadInput);
