@@ -7,6 +7,12 @@
 // tests pass each level explicitly to compare them. The levels are ordered: kAvx512 implies everything
 // kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.
 //
+// Off x86-64 (aarch64), every kernel takes its scalar path: the x86 code is fenced by `#if
+// defined(__x86_64__)`, and scripts/cross-aarch64-test builds the kernels and their tests for aarch64 with
+// -Werror and runs them under qemu-user. That is the seam for NEON: a level (say kNeon) detected here, its
+// kernel files beside the AVX2 ones under `#if defined(__aarch64__)`, chosen where the AVX2 versions are, in
+// the same canonical order (vec_dot.h) so they give the same bits, and tested by the same command.
+//
 // LLAMAY_ISA=scalar|avx2|avx512 in the environment caps the detected level (benchmarks compare levels in
 // one run; a user can rule out a kernel). It can only lower the level, never claim what the CPU lacks.
 // Thread-safety: DetectIsa is safe to call from any thread.

@@ -10,7 +10,7 @@
 namespace llamay::kernels {
 namespace {
 
-bool UseAvx2(Isa isa) {
+[[maybe_unused]] bool UseAvx2(Isa isa) {
 #if defined(__x86_64__)
   return UsesAvx2(isa);
 #else
@@ -21,7 +21,7 @@ bool UseAvx2(Isa isa) {
 
 }  // namespace
 
-void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y, Isa isa) {
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::RmsNorm(x, w, n, eps, y);
 #endif
@@ -38,28 +38,28 @@ void Scale(const float* x, float s, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 
-void Silu(const float* x, int64_t n, float* y, Isa isa) {
+void Silu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Silu(x, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefSilu(x[i]);
 }
 
-void Gelu(const float* x, int64_t n, float* y, Isa isa) {
+void Gelu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Gelu(x, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefGelu(x[i]);
 }
 
-void SwiGlu(const float* gate, const float* up, int64_t n, float* y, Isa isa) {
+void SwiGlu(const float* gate, const float* up, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::SwiGlu(gate, up, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefSilu(gate[i]) * up[i];
 }
 
-void Softmax(const float* x, int64_t n, float* y, Isa isa) {
+void Softmax(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
   LLAMAY_CHECK(n >= 1) << "softmax of an empty row";
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Softmax(x, n, y);

@@ -11,7 +11,7 @@
 namespace llamay::kernels {
 namespace {
 
-bool UseAvx2(Isa isa) {
+[[maybe_unused]] bool UseAvx2(Isa isa) {
 #if defined(__x86_64__)
   return UsesAvx2(isa);
 #else
@@ -106,14 +106,14 @@ GatedDeltaRuleArgs DeltaHead(const GatedDeltaRuleArgs& a, int h) {
   return s;
 }
 
-void RunScan(const SsmScanArgs& a, Isa isa) {
+void RunScan(const SsmScanArgs& a, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::SsmScan(a);
 #endif
   RefSsmScan(a);
 }
 
-void RunDelta(const GatedDeltaRuleArgs& a, Isa isa) {
+void RunDelta(const GatedDeltaRuleArgs& a, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::GatedDeltaRule(a);
 #endif
@@ -122,7 +122,7 @@ void RunDelta(const GatedDeltaRuleArgs& a, Isa isa) {
 
 }  // namespace
 
-void CausalConv1d(const CausalConv1dArgs& a, Isa isa) {
+void CausalConv1d(const CausalConv1dArgs& a, [[maybe_unused]] Isa isa) {
   CheckConv(a);
   if (a.n_tokens == 0 || a.channels == 0) return;
 #if defined(__x86_64__)
