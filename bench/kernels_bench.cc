@@ -285,6 +285,47 @@ void BM_AttentionDecodeStep(benchmark::State& state, TensorType t) {
                                                                : " multi, 1 call"));
 }
 
+// One decode step of one sequence at depth `depth` over every layer of the peer model (8 layers, pages
+// layer-major as kv/ lays them out), so that the cache (64 MiB of f16 at depth 4096) does not fit in L2 as
+// it does not in the engine. isa 1 is AVX2, 2 the best level the CPU has. Example:
+//   kernels_bench --benchmark_filter='AttentionDecodeLong'
+void BM_AttentionDecodeLong(benchmark::State& state, TensorType t) {
+  constexpr int kLayers = 8;
+  const int64_t depth = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Isa isa = state.range(2) == 1 ? Isa::kAvx2 : DetectIsa();
+  if (SkipUnsupported(state, isa)) return;
+  std::mt19937 rng(6);
+  const int64_t kv_dim = kAttnKvHeads * kAttnHeadDim, n_pos = depth + 1;
+  const size_t row_bytes = TypeRowBytes(t, kv_dim);
+  const size_t page_bytes = kLayers * 2 * kAttnPageTokens * row_bytes;
+  std::vector<std::vector<uint8_t>> memory;
+  std::vector<const uint8_t*> pages;
+  std::normal_distribution<float> d;
+  std::vector<float> x(kv_dim);
+  for (int64_t j = 0; j < n_pos; j += kAttnPageTokens) {
+    memory.emplace_back(page_bytes);
+    for (size_t r = 0; r < page_bytes / row_bytes; ++r) {
+      for (auto& v : x) v = d(rng);
+      QuantizeRow(t, x.data(), memory.back().data() + r * row_bytes, kv_dim);
+    }
+    pages.push_back(memory.back().data());
+  }
+  const auto q = RandomQueries(rng, kLayers);
+  std::vector<float> out(q.size());
+  const int64_t stride = kAttnHeads * kAttnHeadDim;
+  const AttentionParams p = PeerAttention(t);
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l)
+      AttentionPaged(&q[l * stride], pages.data(), LayerMajorGeometry(kAttnPageTokens, row_bytes, l), p,
+                     n_pos, &out[l * stride], pool, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());  // decode steps
+  state.SetLabel(std::string(TensorTypeName(t)) + " " + std::string(IsaName(isa)));
+}
+
 BENCHMARK_CAPTURE(BM_AttentionPrefill, f16, TensorType::kF16)
     ->ArgsProduct({{0, 2048, 4096}, {0, 1}})
     ->ArgNames({"depth", "impl"})
@@ -303,6 +344,17 @@ BENCHMARK_CAPTURE(BM_AttentionDecodeStep, f16, TensorType::kF16)
 BENCHMARK_CAPTURE(BM_AttentionDecodeStep, q8_0, TensorType::kQ8_0)
     ->ArgsProduct({{512, 2048}, {0, 1, 2}})
     ->ArgNames({"prefix", "impl"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK_CAPTURE(BM_AttentionDecodeLong, f16, TensorType::kF16)
+    ->ArgsProduct({{128, 4096}, {1, 2}, {1, 2}})
+    ->ArgNames({"depth", "threads", "isa"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionDecodeLong, q8_0, TensorType::kQ8_0)
+    ->ArgsProduct({{4096}, {2}, {1, 2}})
+    ->ArgNames({"depth", "threads", "isa"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "base/numeric.h"
+#include "kernels/attention_avx512.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/reference/reference.h"
 
@@ -16,16 +17,24 @@ constexpr int64_t kMaxTileScores = int64_t{1} << 20;
 // A block of positions decodes into about this many bytes of f32 rows per sequence: small enough to stay
 // in L1 while every query of the tile reads them.
 constexpr int64_t kBlockBytes = 16 << 10;
-// How many rows ahead of the one being decoded to prefetch.
-constexpr int64_t kPrefetchRows = 4;
+// How far ahead of the row being decoded to prefetch, in bytes of the task's slices (rounded up to whole
+// rows, at least two). A task's slice is a short run every row_bytes, a pattern the hardware prefetchers
+// hardly follow, so the lines in flight are about what this asks for: 4 rows of one 128-byte slice (the
+// earlier fixed distance) left decode at long context waiting on memory.
+constexpr int64_t kPrefetchBytes = 2048;
+constexpr uintptr_t kCacheLine = 64;
 
-// The steps whose implementation differs between the scalar and AVX2 paths; the loop structure, hence the
-// order of every reduction, is shared.
+// The steps whose implementation differs between the scalar, AVX2 and AVX-512 paths; the loop structure,
+// hence the order of every reduction, is shared.
 struct Steps {
   // out [n] = elements [start, start + n) of a KV row, decoded exactly.
   void (*decode)(TensorType type, const uint8_t* row, int64_t start, int64_t n, float* out);
   // out[r] = dot(q, k_rows[r]) * scale in RefDotF32's order.
   void (*scores)(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale, float* out);
+  // Optional (null: scores for each head): scores for two consecutive heads q [2][hd] at once, the second
+  // head's to out + out_stride, each bit for bit as `scores` would compute it.
+  void (*scores2)(const float* q, const float* const* k_rows, int64_t n, int64_t hd, float scale, float* out,
+                  int64_t out_stride);
   void (*softmax)(const float* x, int64_t n, float* y);
   // For r in order: out[d] = out[d] + w[r] * v_rows[r][d].
   void (*accumulate)(const float* w, const float* const* v_rows, int64_t n, int64_t hd, float* out);
@@ -60,7 +69,7 @@ void AccumulateScalar(const float* w, const float* const* v_rows, int64_t n, int
 }
 
 Steps SelectSteps(const AttentionParams& p, Isa isa) {
-  Steps s{DecodeScalar, ScoresScalar, RefSoftmax, AccumulateScalar};
+  Steps s{DecodeScalar, ScoresScalar, nullptr, RefSoftmax, AccumulateScalar};
 #if defined(__x86_64__)
   if (!UsesAvx2(isa)) return s;
   s.softmax = avx2::Softmax;
@@ -68,7 +77,12 @@ Steps SelectSteps(const AttentionParams& p, Isa isa) {
   s.scores = avx2::AttnScores;
   s.accumulate = avx2::AttnAccumulate;
   // A head's slice of a Q8_0 row must start and end on a block boundary to decode it block by block.
-  if (p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0) s.decode = avx2::DecodeKvSlice;
+  const bool slice_decodes = p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0;
+  if (slice_decodes) s.decode = avx2::DecodeKvSlice;
+  if (isa < Isa::kAvx512) return s;
+  s.scores2 = avx512::AttnScores2;
+  s.accumulate = avx512::AttnAccumulate;
+  if (slice_decodes) s.decode = avx512::DecodeKvSlice;
 #else
   (void)p;
   (void)isa;
@@ -172,6 +186,23 @@ Plan MakePlan(std::span<const AttentionSeq> seqs, const KvPageGeometry& geo, con
   return plan;
 }
 
+// How many kv heads one task takes (a divisor of n_kv_heads). A task reads its heads' slices of each K and
+// V row, one contiguous run; one head alone reads a few cache lines every row_bytes (1 KiB for 8 heads of
+// 64 f16 values), a stride the hardware prefetchers hardly follow, which left decode at long context
+// waiting on memory. So a task takes as many heads as still leaves two tasks per thread (some slack for a
+// thread that starts late), except when tiles read the same pages (the tiles of one prefill): one head per
+// task then, run head-major, lets the tiles that run one after the other find that head's slices in L2.
+int HeadsPerTask(const Plan& plan, const AttentionParams& p, int threads) {
+  const int64_t n_tiles = static_cast<int64_t>(plan.tiles.size());
+  std::vector<int64_t> shares;
+  for (const Tile& t : plan.tiles) shares.push_back(plan.queries[t.begin].share);
+  std::sort(shares.begin(), shares.end());
+  if (std::adjacent_find(shares.begin(), shares.end()) != shares.end()) return 1;
+  for (int nh = p.n_kv_heads; nh > 1; --nh)
+    if (p.n_kv_heads % nh == 0 && n_tiles * (p.n_kv_heads / nh) >= 2 * threads) return nh;
+  return 1;
+}
+
 // Per-thread working memory of one tile task. Vectors only grow: a thread reuses them across tasks.
 struct Scratch {
   // A sequence of the tile: the hull of the positions its queries see.
@@ -184,14 +215,15 @@ struct Scratch {
     const uint8_t* page;
     int64_t lo, hi;      // rows lo..hi (positions) decoded
     const float* first;  // row lo
+    int64_t span;        // a span that reads it: rows beyond the page are prefetched from its sequence
   };
   std::vector<SeqSpan> spans;
   std::vector<Source> sources;
   std::vector<int64_t> span_of;   // [query] -> index into spans
-  std::vector<int64_t> score_at;  // [query + 1] -> offset of its scores [group][n_vis]
+  std::vector<int64_t> score_at;  // [query + 1] -> offset of its scores [kv head][group][n_vis]
   std::vector<float> scores;
-  std::vector<float> rows;           // decoded rows of the current block [row][head_dim]
-  std::vector<const float*> row_at;  // [span][block position] -> its decoded row
+  std::vector<float> rows;           // decoded rows of the current block [row][kv head][head_dim]
+  std::vector<const float*> row_at;  // [kv head][span][block position] -> its decoded slice
 };
 
 // Bytes of a row before element e; for Q8_0 rounded down (or up) to a whole block.
@@ -212,14 +244,17 @@ void Grow(std::vector<T>* v, size_t n) {
   if (v->size() < n) v->resize(n);
 }
 
-// One tile's queries for kv head g. See attention.h for the steps.
+// One tile's queries for kv heads g0..g0+nh-1. See attention.h for the steps; each head's are the same
+// as in a task of its own, the heads only share the walk over the rows, whose slices for these heads are
+// contiguous: nh heads read nh times the bytes per row in one run.
 class TileTask {
  public:
-  TileTask(const QueryRef* qs, int64_t n, int g, std::span<const AttentionSeq> seqs,
+  TileTask(const QueryRef* qs, int64_t n, int g0, int nh, std::span<const AttentionSeq> seqs,
            const KvPageGeometry& geo, const AttentionParams& p, const Steps& steps, Scratch* sc)
       : qs_(qs),
         n_(n),
-        g_(g),
+        g0_(g0),
+        nh_(nh),
         seqs_(seqs),
         geo_(geo),
         p_(p),
@@ -227,34 +262,48 @@ class TileTask {
         sc_(*sc),
         group_(p.n_head / p.n_kv_heads),
         hd_(p.head_dim),
-        block_(std::max<int64_t>(8, kBlockBytes / (4 * hd_) / 8 * 8)),
-        slice_begin_(BytesBefore(p.kv_type, g * hd_, false)),
-        slice_end_(BytesBefore(p.kv_type, (g + 1) * hd_, true)) {}
+        width_(nh * hd_),
+        block_(std::max<int64_t>(8, kBlockBytes / (4 * width_) / 8 * 8)),
+        slice_begin_(BytesBefore(p.kv_type, g0 * hd_, false)),
+        slice_end_(BytesBefore(p.kv_type, (g0 + nh) * hd_, true)),
+        prefetch_rows_(
+            std::max<int64_t>(2, (kPrefetchBytes + static_cast<int64_t>(slice_end_ - slice_begin_) - 1) /
+                                     static_cast<int64_t>(slice_end_ - slice_begin_))) {}
 
   void Run() {
     Prepare();
     // 1. Scores: each K row of a block is decoded once for every query and head of the tile.
-    ForEachBlock(geo_.k_offset, [&](int64_t i, int hh, const float* const* rows, int64_t a, int64_t m) {
-      steps_.scores(Head(qs_[i].q, hh), rows, m, hd_, p_.scale, Scores(i, hh) + (a - qs_[i].lo));
+    ForEachBlock(geo_.k_offset, [&](int64_t i, int k, const float* const* rows, int64_t a, int64_t m) {
+      int hh = 0;
+      if (steps_.scores2 != nullptr)
+        for (; hh + 1 < group_; hh += 2)
+          steps_.scores2(Head(qs_[i].q, k, hh), rows, m, hd_, p_.scale, Scores(i, k, hh) + (a - qs_[i].lo),
+                         NVis(i));
+      for (; hh < group_; ++hh)
+        steps_.scores(Head(qs_[i].q, k, hh), rows, m, hd_, p_.scale, Scores(i, k, hh) + (a - qs_[i].lo));
     });
     // 2. Softmax per query and head.
     for (int64_t i = 0; i < n_; ++i)
-      for (int hh = 0; hh < group_; ++hh) steps_.softmax(Scores(i, hh), NVis(i), Scores(i, hh));
+      for (int k = 0; k < nh_; ++k)
+        for (int hh = 0; hh < group_; ++hh) steps_.softmax(Scores(i, k, hh), NVis(i), Scores(i, k, hh));
     // 3. Weighted sum of V: blocks, and rows inside a block, in increasing position.
-    for (int64_t i = 0; i < n_; ++i)
-      for (int hh = 0; hh < group_; ++hh) std::fill_n(Head(qs_[i].out, hh), hd_, 0.0f);
-    ForEachBlock(geo_.v_offset, [&](int64_t i, int hh, const float* const* rows, int64_t a, int64_t m) {
-      steps_.accumulate(Scores(i, hh) + (a - qs_[i].lo), rows, m, hd_, Head(qs_[i].out, hh));
+    for (int64_t i = 0; i < n_; ++i) std::fill_n(Head(qs_[i].out, 0, 0), nh_ * group_ * hd_, 0.0f);
+    ForEachBlock(geo_.v_offset, [&](int64_t i, int k, const float* const* rows, int64_t a, int64_t m) {
+      for (int hh = 0; hh < group_; ++hh)
+        steps_.accumulate(Scores(i, k, hh) + (a - qs_[i].lo), rows, m, hd_, Head(qs_[i].out, k, hh));
     });
   }
 
  private:
+  // Query head hh of kv head g0_ + k in a row [n_head][head_dim].
   template <typename T>
-  T* Head(T* row, int hh) const {
-    return row + (static_cast<int64_t>(g_) * group_ + hh) * hd_;
+  T* Head(T* row, int k, int hh) const {
+    return row + (static_cast<int64_t>(g0_ + k) * group_ + hh) * hd_;
   }
   int64_t NVis(int64_t i) const { return qs_[i].pos - qs_[i].lo + 1; }
-  float* Scores(int64_t i, int hh) { return sc_.scores.data() + sc_.score_at[i] + hh * NVis(i); }
+  float* Scores(int64_t i, int k, int hh) {
+    return sc_.scores.data() + sc_.score_at[i] + (static_cast<int64_t>(k) * group_ + hh) * NVis(i);
+  }
 
   // The tile's sequences, the hull of its positions and the scratch sizes.
   void Prepare() {
@@ -272,34 +321,41 @@ class TileTask {
       sc_.spans[k].lo = std::min(sc_.spans[k].lo, q.lo);
       sc_.spans[k].hi = std::max(sc_.spans[k].hi, q.pos);
       sc_.span_of[i] = static_cast<int64_t>(k);
-      sc_.score_at[i + 1] = sc_.score_at[i] + group_ * NVis(i);
+      sc_.score_at[i + 1] = sc_.score_at[i] + nh_ * group_ * NVis(i);
       lo_ = std::min(lo_, q.lo);
       hi_ = std::max(hi_, q.pos);
     }
     Grow(&sc_.scores, static_cast<size_t>(sc_.score_at[n_]));
-    Grow(&sc_.rows, sc_.spans.size() * block_ * hd_);
-    Grow(&sc_.row_at, sc_.spans.size() * block_);
+    Grow(&sc_.rows, sc_.spans.size() * block_ * width_);
+    Grow(&sc_.row_at, nh_ * sc_.spans.size() * block_);
   }
 
   // Walks the tile's positions in blocks aligned to multiples of block_ (so that sequences agree on them),
-  // decoding the block's rows at `offset` (K or V) and then calling fn(query, head, rows, a, m) for each
-  // query's visible positions a..a+m-1 in the block, rows[r] being position a + r.
+  // decoding the block's rows at `offset` (K or V) and then calling fn(query, k, rows, a, m) for each
+  // query's visible positions a..a+m-1 in the block and each of the task's kv heads g0_ + k, rows[r] being
+  // that head's slice of position a + r.
   template <typename Fn>
   void ForEachBlock(size_t offset, Fn fn) {
+    // DecodeBlock prefetches prefetch_rows_ ahead of the row it decodes, across blocks and pages; the first
+    // rows of each sequence are asked for here.
+    for (const Scratch::SeqSpan& sp : sc_.spans)
+      for (int64_t j = sp.lo; j <= std::min(sp.hi, sp.lo + prefetch_rows_ - 1); ++j)
+        Prefetch(sp.seq, offset, j);
     for (int64_t b0 = lo_, b1; b0 <= hi_; b0 = b1) {
       b1 = std::min((b0 / block_ + 1) * block_, hi_ + 1);
       DecodeBlock(offset, b0, b1);
       for (int64_t i = 0; i < n_; ++i) {
         const int64_t a = std::max(qs_[i].lo, b0), e = std::min(qs_[i].pos, b1 - 1);
         if (a > e) continue;
-        const float* const* rows = sc_.row_at.data() + sc_.span_of[i] * block_ + (a - b0);
-        for (int hh = 0; hh < group_; ++hh) fn(i, hh, rows, a, e - a + 1);
+        const int64_t n_spans = static_cast<int64_t>(sc_.spans.size());
+        for (int k = 0; k < nh_; ++k)
+          fn(i, k, sc_.row_at.data() + (k * n_spans + sc_.span_of[i]) * block_ + (a - b0), a, e - a + 1);
       }
     }
   }
 
-  // Decodes kv head g_'s slice of the rows in [b0, b1) that the tile's sequences need, page by page; a
-  // page that several sequences hold at the same index is decoded once for all of them.
+  // Decodes the task's kv heads' slice of the rows in [b0, b1) that the tile's sequences need, page by page;
+  // a page that several sequences hold at the same index is decoded once for all of them.
   void DecodeBlock(size_t offset, int64_t b0, int64_t b1) {
     const int64_t pt = geo_.page_tokens;
     float* next = sc_.rows.data();
@@ -313,7 +369,8 @@ class TileTask {
         const uint8_t* page = seqs_[sp.seq].pages[pi];
         size_t k = 0;
         while (k < sc_.sources.size() && sc_.sources[k].page != page) ++k;
-        if (k == sc_.sources.size()) sc_.sources.push_back({page, a, e, nullptr});
+        if (k == sc_.sources.size())
+          sc_.sources.push_back({page, a, e, nullptr, static_cast<int64_t>(&sp - sc_.spans.data())});
         sc_.sources[k].lo = std::min(sc_.sources[k].lo, a);
         sc_.sources[k].hi = std::max(sc_.sources[k].hi, e);
         sp.source = static_cast<int64_t>(k);
@@ -321,28 +378,58 @@ class TileTask {
       // A block decodes at most block_ rows per sequence, the size of sc_.rows per span.
       for (Scratch::Source& src : sc_.sources) {
         src.first = next;
+        const Scratch::SeqSpan& sp = sc_.spans[src.span];
+        const uint8_t* const* pages = seqs_[sp.seq].pages;
+        // The row prefetch_rows_ ahead, in the same sequence, followed slot by slot: a division per row
+        // costs about as much as the decode.
+        int64_t ahead = src.lo + prefetch_rows_, ahead_page = ahead / pt, ahead_slot = ahead % pt;
+        const uint8_t* ahead_row =
+            ahead <= sp.hi ? pages[ahead_page] + offset + ahead_slot * geo_.row_bytes : nullptr;
         const uint8_t* row = src.page + offset + (src.lo - pi * pt) * geo_.row_bytes;
-        for (int64_t j = src.lo; j <= src.hi; ++j, next += hd_, row += geo_.row_bytes) {
-          // Rows are row_bytes apart (all kv heads); ask for the slice a few rows ahead early.
-          const uint8_t* ahead = row + std::min<int64_t>(kPrefetchRows, src.hi - j) * geo_.row_bytes;
-          __builtin_prefetch(ahead + slice_begin_);
-          __builtin_prefetch(ahead + slice_end_ - 1);
-          steps_.decode(p_.kv_type, row, g_ * hd_, hd_, next);
+        for (int64_t j = src.lo; j <= src.hi; ++j, next += width_, row += geo_.row_bytes) {
+          if (ahead <= sp.hi) {
+            PrefetchSlice(ahead_row);
+            ++ahead;
+            ahead_row += geo_.row_bytes;
+            if (++ahead_slot == pt) {
+              ahead_slot = 0;
+              ++ahead_page;
+              if (ahead <= sp.hi) ahead_row = pages[ahead_page] + offset;
+            }
+          }
+          steps_.decode(p_.kv_type, row, g0_ * hd_, width_, next);
         }
       }
-      for (size_t k = 0; k < sc_.spans.size(); ++k) {
-        const Scratch::SeqSpan& sp = sc_.spans[k];
+      const size_t n_spans = sc_.spans.size();
+      for (size_t s = 0; s < n_spans; ++s) {
+        const Scratch::SeqSpan& sp = sc_.spans[s];
         if (sp.source < 0) continue;
         const Scratch::Source& src = sc_.sources[sp.source];
         const int64_t a = std::max(s0, sp.lo), e = std::min(s1, sp.hi);
-        for (int64_t j = a; j <= e; ++j) sc_.row_at[k * block_ + (j - b0)] = src.first + (j - src.lo) * hd_;
+        for (int k = 0; k < nh_; ++k) {
+          const float** at = sc_.row_at.data() + (k * n_spans + s) * block_;
+          for (int64_t j = a; j <= e; ++j) at[j - b0] = src.first + (j - src.lo) * width_ + k * hd_;
+        }
       }
     }
   }
 
+  // Asks for the task's kv heads' slice of the row at `offset` of position j of sequence `seq`. REQUIRES: j
+  // lies within the positions some query of the sequence sees (its page is in the array and not released).
+  void Prefetch(int64_t seq, size_t offset, int64_t j) const {
+    const int64_t pt = geo_.page_tokens;
+    PrefetchSlice(seqs_[seq].pages[j / pt] + offset + (j % pt) * geo_.row_bytes);
+  }
+  // Asks for the cache lines of the task's kv heads' slice of `row`.
+  void PrefetchSlice(const uint8_t* row) const {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(row + slice_begin_) & ~uintptr_t{kCacheLine - 1};
+    for (uintptr_t line = first; line < reinterpret_cast<uintptr_t>(row + slice_end_); line += kCacheLine)
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+
   const QueryRef* qs_;
   int64_t n_;
-  int g_;
+  const int g0_, nh_;  // kv heads g0_..g0_ + nh_ - 1
   std::span<const AttentionSeq> seqs_;
   const KvPageGeometry& geo_;
   const AttentionParams& p_;
@@ -350,8 +437,10 @@ class TileTask {
   Scratch& sc_;
   const int group_;
   const int64_t hd_;
+  const int64_t width_;                   // floats of a decoded row: nh_ * hd_
   const int64_t block_;                   // positions per block, a multiple of 8
-  const size_t slice_begin_, slice_end_;  // bytes of kv head g_'s slice within a row
+  const size_t slice_begin_, slice_end_;  // bytes of the kv heads' slice within a row
+  const int64_t prefetch_rows_;           // how many rows ahead of the one decoded DecodeBlock prefetches
   int64_t lo_ = 0, hi_ = 0;               // the hull of the positions the tile sees
 };
 
@@ -363,15 +452,16 @@ void AttentionPagedMulti(std::span<const AttentionSeq> seqs, const KvPageGeometr
   const Steps steps = SelectSteps(p, isa);
   const Plan plan = MakePlan(seqs, geo, p);
   const int64_t n_tiles = static_cast<int64_t>(plan.tiles.size());
+  const int nh = HeadsPerTask(plan, p, pool == nullptr ? 1 : pool->num_threads());
   auto task = [&](int64_t t, int) {
     thread_local Scratch scratch;
     // Head-major: the tiles running one after the other read the same kv head's slices, which stay in L2.
     const Tile& tile = plan.tiles[t % n_tiles];
-    TileTask(plan.queries.data() + tile.begin, tile.end - tile.begin, static_cast<int>(t / n_tiles), seqs,
-             geo, p, steps, &scratch)
+    TileTask(plan.queries.data() + tile.begin, tile.end - tile.begin, static_cast<int>(t / n_tiles) * nh, nh,
+             seqs, geo, p, steps, &scratch)
         .Run();
   };
-  const int64_t n_tasks = n_tiles * p.n_kv_heads;
+  const int64_t n_tasks = n_tiles * (p.n_kv_heads / nh);
   if (pool != nullptr) {
     pool->ParallelFor(n_tasks, task);
   } else {

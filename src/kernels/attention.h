@@ -24,12 +24,13 @@
 //
 // How the fast path gets there without changing a bit (attention.cc): the queries of a call are cut into
 // tiles of up to kAttentionTileQueryHeads / group queries (sorted by position, forked sequences that
-// share their first page together); one task is a tile x one kv head. The task walks the positions its
-// tile sees in blocks, decodes each K row of a block once for all its queries (once per distinct page
-// pointer: sequences whose page arrays hold the same page at the same index read it once), computes every
-// visible score, then does the softmax per query and head, then walks the blocks again accumulating V rows
-// into each query's output, positions in increasing order. Only the number of times a row is decoded
-// changes; each query's own sequence of f32 operations is the canonical one above.
+// share their first page together); one task is a tile x one kv head (or x several adjacent kv heads when
+// there are few tiles, as in decode, so that a task reads one contiguous run of each row). The task walks
+// the positions its tile sees in blocks, decodes each K row of a block once for all its queries (once per
+// distinct page pointer: sequences whose page arrays hold the same page at the same index read it once),
+// computes every visible score, then does the softmax per query and head, then walks the blocks again
+// accumulating V rows into each query's output, positions in increasing order. Only the number of times a
+// row is decoded changes; each query's own sequence of f32 operations is the canonical one above.
 // Thread-safety: pure functions over caller-owned memory; scratch is per thread.
 #ifndef LLAMAY_KERNELS_ATTENTION_H_
 #define LLAMAY_KERNELS_ATTENTION_H_

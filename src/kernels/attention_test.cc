@@ -298,6 +298,36 @@ TEST(Attention, LongContextMatchesReference) {
     EXPECT_EQ(FirstDifference(RunBatch(q, pos, c, p, &pool, isa), ref, stride), "") << IsaName(isa);
 }
 
+// Decode at the peer model's shape over a long context: tasks that take several kv heads (1, 2, 4 or 8 as
+// the thread count allows), row prefetches running ahead across blocks and page boundaries (pages of 1, 7
+// and 64 rows), and every ISA level give the reference's bits.
+TEST(Attention, LongDecodeMatchesReferenceAtEveryHeadSplit) {
+  std::mt19937 rng(61);
+  const int64_t n_pos = 1100;
+  ThreadPool pool2(2), pool3(3), pool8(8);
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kQ8_0}) {
+    const AttentionParams p{16, 8, 64, 0.125f, 0, t};
+    const int64_t kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+    const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
+    const auto k_src = RandomFloats(rng, n_pos * kv_dim), v_src = RandomFloats(rng, n_pos * kv_dim);
+    for (int64_t page_tokens : {1, 7, 64}) {
+      const Cache c = BuildCache(rng, p, n_pos, page_tokens, k_src, v_src);
+      for (const std::vector<int64_t>& pos :
+           {std::vector<int64_t>{n_pos - 1}, std::vector<int64_t>{1000, 1001}}) {
+        const auto q = RandomFloats(rng, pos.size() * stride, 2.0f);
+        std::vector<float> ref(q.size());
+        RefAttentionPagedBatch(q.data(), pos.data(), static_cast<int64_t>(pos.size()), c.pages.data(), c.geo,
+                               p, ref.data());
+        for (Isa isa : test_util::SupportedIsas())
+          for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3, &pool8})
+            EXPECT_EQ(FirstDifference(RunBatch(q, pos, c, p, tp, isa), ref, stride), "")
+                << TensorTypeName(t) << ", page_tokens " << page_tokens << ", " << pos.size() << " queries, "
+                << IsaName(isa) << ", " << (tp ? tp->num_threads() : 0) << " threads";
+      }
+    }
+  }
+}
+
 // Pages with random rows in every slot of the layer under test, for sequences built from page indices.
 struct PagePool {
   std::vector<uint8_t> memory;
