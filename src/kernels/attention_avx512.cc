@@ -5,8 +5,8 @@
 //   - decode and accumulate work element by element, so 16 lanes instead of 8 change nothing;
 //   - a score is eight lane sums reduced by Reduce8 (vec_dot.h). A 512-bit register holds two 256-bit
 //     slots, the eight lane sums of two heads of a kv group against the same K row (the row's eight values
-//     broadcast to both slots), each slot accumulated and reduced exactly as avx2::AttnScores does its one
-//     register: half the multiplies and adds per (head, row) pair.
+//     broadcast to both slots), each slot accumulated and reduced (avx2::Reduce8x8) exactly as
+//     avx2::AttnScores does its one register: half the multiplies and adds per (head, row) pair.
 #if defined(__x86_64__)
 #include "kernels/attention_avx512.h"
 
@@ -16,18 +16,6 @@
 
 namespace llamay::kernels::avx512 {
 namespace {
-
-// Reduce8x8 of attention_avx2.cc: lane k of the result is bit for bit Reduce8(a[k]).
-LLAMAY_AVX512_INLINE __m256 Reduce8x8(const __m256* a) {
-  __m256 s[4];
-  for (int k = 0; k < 4; ++k)
-    s[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20),
-                         _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
-  const __m256 t01 = _mm256_add_ps(_mm256_unpacklo_ps(s[0], s[1]), _mm256_unpackhi_ps(s[0], s[1]));
-  const __m256 t23 = _mm256_add_ps(_mm256_unpacklo_ps(s[2], s[3]), _mm256_unpackhi_ps(s[2], s[3]));
-  return _mm256_add_ps(_mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
-                       _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
-}
 
 // [a | b] and its halves, with AVX-512 F instructions only (the *32x8 forms need DQ).
 LLAMAY_AVX512_INLINE __m512 Join(__m256 a, __m256 b) {
@@ -117,8 +105,8 @@ LLAMAY_AVX512 void AttnScores2(const float* q, const float* const* k_rows, int64
       hi[i] = High256(acc[i]);
     }
     alignas(32) float lanes[2][8];
-    _mm256_store_ps(lanes[0], _mm256_mul_ps(Reduce8x8(lo), sc));
-    _mm256_store_ps(lanes[1], _mm256_mul_ps(Reduce8x8(hi), sc));
+    _mm256_store_ps(lanes[0], _mm256_mul_ps(avx2::Reduce8x8(lo), sc));
+    _mm256_store_ps(lanes[1], _mm256_mul_ps(avx2::Reduce8x8(hi), sc));
     for (int64_t i = 0; i < m; ++i) {
       out[r + i] = lanes[0][i];
       out[out_stride + r + i] = lanes[1][i];

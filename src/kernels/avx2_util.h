@@ -22,6 +22,22 @@ LLAMAY_AVX2_INLINE float Reduce8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Reduce8 of eight registers at once: lane k of the result is bit for bit Reduce8(a[k]). Each step adds the
+// same pairs, as the same operands in the same order, as Reduce8 does on one register:
+// s = lo128 + hi128, then (s0 + s2, s1 + s3), then their sum.
+LLAMAY_AVX2_INLINE __m256 Reduce8x8(const __m256* a) {
+  // Rows k and k+4 share a register: low half from a[k], high half from a[k+4].
+  __m256 s[4];
+  for (int k = 0; k < 4; ++k)
+    s[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[k], a[k + 4], 0x20),
+                         _mm256_permute2f128_ps(a[k], a[k + 4], 0x31));
+  // Per 128-bit half: [s0+s2 of row k, of row k+1, s1+s3 of row k, of row k+1].
+  const __m256 t01 = _mm256_add_ps(_mm256_unpacklo_ps(s[0], s[1]), _mm256_unpackhi_ps(s[0], s[1]));
+  const __m256 t23 = _mm256_add_ps(_mm256_unpacklo_ps(s[2], s[3]), _mm256_unpackhi_ps(s[2], s[3]));
+  return _mm256_add_ps(_mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm256_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
 LLAMAY_AVX2_INLINE int32_t HsumI32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
