@@ -218,6 +218,10 @@ int Fail(const Status& s, int code) {
   return code;
 }
 
+int FailGeneration(const Status& s) {
+  return Fail(s, s.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+}
+
 int FailSnapshot(const std::string& path, const Status& s) {
   const std::string_view refusal = SnapshotRefusal(s);
   if (refusal.empty()) {

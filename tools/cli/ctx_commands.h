@@ -28,6 +28,9 @@ int Fail(const Status& s, int code);
 // kExitWrongModel for another model's snapshot, kExitBadInput for a missing, unreadable or damaged file,
 // kExitFailure for anything else (memory).
 int FailSnapshot(const std::string& path, const Status& s);
+// How a failed generation is reported: kExitBadInput for bad input (an over-long prompt, bad sampling
+// options), kExitFailure otherwise.
+int FailGeneration(const Status& s);
 
 void AddCtxCommands(CLI::App& app, int* exit_code);
 

@@ -1,6 +1,5 @@
 #include "ctx_model_commands.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -58,23 +57,6 @@ void PrintJson(const nlohmann::json& j) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-// Prefill progress for a long prompt (a bar on a terminal), and Ctrl-C: returning false cancels the work.
-std::function<bool(size_t, size_t)> ProgressAndInterrupt(bool* bar) {
-  const bool tty = ::isatty(STDERR_FILENO);
-  return [tty, bar](size_t done, size_t total) {
-    if (tty && total > kPrefillChunk) {
-      *bar = true;
-      DrawProgress(done, total);
-    }
-    return !InterruptRequested();
-  };
-}
-
-// A failed Generate: exit 2 for bad input (an over-long prompt, bad sampling options), 1 otherwise.
-int FailGenerate(const Status& s) {
-  return Fail(s, s.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
-}
-
 // Step list: prefill the prompt (with BOS) into a new session, write its snapshot, report.
 int RunBuild(const BuildOptions& o) {
   auto engine = OpenEngine(o);
@@ -84,10 +66,10 @@ int RunBuild(const BuildOptions& o) {
   bool bar = false;
   GenerateOptions g;
   g.max_tokens = 0;  // take the prompt in; the session keeps the next token's logits
-  g.on_prefill_progress = ProgressAndInterrupt(&bar);
+  g.on_prefill_progress = PrefillProgress(kPrefillChunk, &bar);
   auto out = session->Generate(o.prompt, g);
   if (bar) std::fprintf(stderr, "\n");
-  if (!out.ok()) return FailGenerate(out.status());
+  if (!out.ok()) return FailGeneration(out.status());
   if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
   // The logits after the last position go into the file, so a restore without new tokens samples its first
   // token without a forward pass (a recurrent state could not step back a token to recompute them anyway).
@@ -190,7 +172,7 @@ int RunRestore(const RestoreOptions& o) {
   g.sampling = o.sampling;
   g.max_tokens = o.n_predict;
   bool bar = false;
-  g.on_prefill_progress = ProgressAndInterrupt(&bar);
+  g.on_prefill_progress = PrefillProgress(kPrefillChunk, &bar);
   InstallInterruptHandler();
   std::string text;
   auto out = (*session)->Generate(std::span<const int32_t>(run), g, [&](std::string_view piece) {
@@ -208,7 +190,7 @@ int RunRestore(const RestoreOptions& o) {
     if (out.status().code() == StatusCode::kInvalidArgument && restored == 0 && run.empty())
       return Fail(InvalidArgumentError(o.input + " holds no tokens and -p gives none: nothing to continue"),
                   kExitBadInput);
-    return FailGenerate(out.status());
+    return FailGeneration(out.status());
   }
   if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
   const size_t generated = out->tokens.size();

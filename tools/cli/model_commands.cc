@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 #include "base/file.h"
 #include "cli_engine.h"
@@ -61,15 +60,8 @@ int RunGenerate(const RunOptions& o) {
   g.sampling = o.sampling;
   g.max_tokens = o.n_predict;
   g.stop = o.stop;
-  const bool tty = ::isatty(STDERR_FILENO);
   bool bar = false;
-  g.on_prefill_progress = [&](size_t done, size_t total) {
-    if (tty && total > o.batch) {
-      bar = true;
-      DrawProgress(done, total);
-    }
-    return !InterruptRequested();
-  };
+  g.on_prefill_progress = PrefillProgress(o.batch, &bar);
   InstallInterruptHandler();
   std::printf("%s", o.prompt.c_str());
   std::fflush(stdout);
@@ -81,7 +73,7 @@ int RunGenerate(const RunOptions& o) {
     return !InterruptRequested();
   });
   std::printf("\n");
-  if (!out.ok()) return Fail(out.status(), out.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+  if (!out.ok()) return FailGeneration(out.status());
   if (out->finish_reason == "cancelled") return Fail(Interrupted(), ExitCodeFor(Interrupted(), kExitFailure));
   const double prefill_s = out->prefill_seconds, decode_s = out->generate_seconds;
   const size_t computed = out->prompt_tokens - out->cached_tokens;

@@ -1,5 +1,7 @@
 #include "progress.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -25,6 +27,17 @@ void DrawProgress(size_t done, size_t total) {
   bar.resize(kWidth, '.');
   std::fprintf(stderr, "\rprefill [%s] %zu/%zu tokens", bar.c_str(), done, total);
   std::fflush(stderr);
+}
+
+std::function<bool(size_t, size_t)> PrefillProgress(size_t chunk, bool* bar) {
+  const bool tty = ::isatty(STDERR_FILENO);
+  return [tty, chunk, bar](size_t done, size_t total) {
+    if (tty && total > chunk) {
+      *bar = true;
+      DrawProgress(done, total);
+    }
+    return !InterruptRequested();
+  };
 }
 
 void InstallInterruptHandler() {

@@ -5,6 +5,7 @@
 #define LLAMAY_TOOLS_CLI_PROGRESS_H_
 
 #include <cstddef>
+#include <functional>
 
 #include "base/status.h"
 
@@ -14,6 +15,10 @@ inline constexpr size_t kPrefillChunk = 256;  // prompt tokens per forward step,
 
 // "\rprefill [##########..........]  512/1024 tokens" on stderr.
 void DrawProgress(size_t done, size_t total);
+
+// The public API's prefill callback for a command: a bar on stderr when it is a terminal and the prompt
+// takes more than one chunk (*bar then says that a line was drawn), and false (cancel) once Ctrl-C came.
+std::function<bool(size_t, size_t)> PrefillProgress(size_t chunk, bool* bar);
 
 // Ctrl-C for `run` and `ctx build|restore`: the first SIGINT or SIGTERM sets a flag that the commands'
 // callbacks check between chunks and tokens (returning false, which cancels the work), so the command stops
