@@ -28,7 +28,8 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"model", {"base", "kv", "gguf", "kernels"}},
     {"store", {"base"}},
     // engine/api.cc implements the public API (include/llamay/llamay.h).
-    {"engine", {"llamay", "base", "kv", "gguf", "kernels", "model", "tokenizer", "sampling", "template", "store", "grammar"}},
+    {"engine",
+     {"llamay", "base", "kv", "gguf", "kernels", "model", "tokenizer", "sampling", "template", "store", "grammar"}},
     // The engine's API (engine/), the text libraries it translates JSON with, and the store: never the
     // state, models, sampling or kernels themselves.
     {"server", {"base", "tokenizer", "template", "grammar", "toolcall", "store", "engine"}},

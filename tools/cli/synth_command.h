@@ -1,5 +1,6 @@
-// `llamay model demo` writes the built-in demo model as a GGUF file; `llamay model synth`: GGUF files of a chosen shape with deterministic synthetic weights, in any weight type
-// llamay can quantise to, so that llamay and llama.cpp benchmark the very same file (bench/side_by_side).
+// `llamay model demo` writes the built-in demo model as a GGUF file. `llamay model synth` writes GGUF files
+// of a chosen shape with deterministic synthetic weights, in any weight type llamay can quantise to, so
+// that llamay and llama.cpp benchmark the very same file (bench/side_by_side).
 #ifndef LLAMAY_TOOLS_CLI_SYNTH_COMMAND_H_
 #define LLAMAY_TOOLS_CLI_SYNTH_COMMAND_H_
 
