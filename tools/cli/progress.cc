@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -9,12 +11,18 @@
 namespace llamay::cli {
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
+// Set by the handler, read by the engine's worker threads through the commands' callbacks: an atomic (a
+// lock-free one is safe in a signal handler), not a volatile sig_atomic_t, which is only safe for the thread
+// the signal interrupted.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 constexpr int kInterruptedDetail = 130;  // Status::detail() of Interrupted()
 
 extern "C" void OnInterrupt(int sig) {
-  g_interrupted = 1;
+  const int saved_errno = errno;  // the interrupted code may be between a call and its errno check
+  g_interrupted.store(true, std::memory_order_relaxed);
   std::signal(sig, SIG_DFL);  // a second one ends the process
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -45,7 +53,7 @@ void InstallInterruptHandler() {
   std::signal(SIGTERM, OnInterrupt);
 }
 
-bool InterruptRequested() { return g_interrupted != 0; }
+bool InterruptRequested() { return g_interrupted.load(std::memory_order_relaxed); }
 
 Status Interrupted() { return Status(StatusCode::kUnavailable, "interrupted", kInterruptedDetail); }
 
