@@ -1,8 +1,12 @@
 // AVX2 tile kernels for the 32-element block types (Q8_0, Q4_0, Q5_0 with Q8_0 activations; Q4_1, Q5_1
-// with Q8_1 activations). Per block and (row, token) pair: one vpmaddubsw/vpmaddwd pair gives the eight
-// exact int32 lane sums of vec_dot.h (lane l = elements 4l..4l+3), converted and scaled into eight f32
-// accumulators exactly as reference/dot_ref.cc does.
+// with Q8_1 activations). Per block and (row, token) pair one vpmaddubsw/vpmaddwd pair gives eight int32
+// partial sums; eight rows' partials are summed horizontally into one register of exact block sums (row r
+// in lane r), which is converted, scaled by the eight rows' d_w * d_a and added to an accumulator of eight
+// rows: vec_dot.h's canonical order, with the float work done once per block for eight pairs.
 #if defined(__x86_64__)
+#include <cstddef>
+#include <vector>
+
 #include "kernels/avx2_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -86,88 +90,317 @@ struct MinTraits {
   LLAMAY_AVX2_INLINE static __m256i Dot16(const W& w, const A& a) { return _mm256_maddubs_epi16(w.q, a.a); }
 };
 
-template <class Tr, int kR, int kT>
-struct BlockKernel {
-  static constexpr int kRows = kR, kTokens = kT, kRowsDecode = 4;
+// Lane r of the result is the sum of the eight int32 lanes of m[r] (exact, so the pairing is free).
+LLAMAY_AVX2_INLINE __m256i HsumRows8(const __m256i* m) {
+  // hadd within 128-bit halves: after two rounds, half 0 holds lanes 0..3 of rows 0..3 summed pairwise, half
+  // 1 lanes 4..7 of the same rows; the two halves of g0 (rows 0..3) and g1 (rows 4..7) are then added.
+  const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+  const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(m[4], m[5]), _mm256_hadd_epi32(m[6], m[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
 
-  template <int R, int T>
-  LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
-                              float* y, size_t ys) {
-    using Block = typename Tr::Block;
-    using ActBlock = typename Tr::ActBlock;
-    const int64_t nb = n_in / kQk;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[R][T];
-    float macc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps(), macc[r][t] = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      typename Tr::W wv[R];
-      __m256 dw[R];
-      float mw[R];
-      if constexpr (T == 1) {
-        // Decode streams the weights: prefetch the next register tile's share (its rows follow these).
-        const char* next = reinterpret_cast<const char*>(w + R * ws) + b * R * sizeof(Block);
-        for (int off = 0; off < R * static_cast<int>(sizeof(Block)); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-      }
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const Block& blk = reinterpret_cast<const Block*>(w + r * ws)[b];
-        wv[r] = Tr::LoadW(blk);
-        dw[r] = _mm256_set1_ps(F16(blk.d));
-        if constexpr (Tr::kHasMin) mw[r] = F16(blk.m);
-      }
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const ActBlock& ab = reinterpret_cast<const ActBlock*>(act + t * as)[b];
-        const typename Tr::A av = Tr::LoadA(ab);
-        const __m256 da = _mm256_set1_ps(F16(ab.d));
-        float sa = 0.0f;
-        if constexpr (Tr::kHasMin) sa = F16(ab.s);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const __m256i p = _mm256_madd_epi16(Tr::Dot16(wv[r], av), ones);
-          const __m256 dd = _mm256_mul_ps(dw[r], da);
-          acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(_mm256_cvtepi32_ps(p), dd));
-          if constexpr (Tr::kHasMin) macc[r][t] = macc[r][t] + mw[r] * sa;
-        }
-      }
+// The f16 field at byte `offset` of block b of 8 rows, converted: row i in lane i.
+template <typename Block>
+LLAMAY_AVX2_INLINE __m256 Gather8F16(const uint8_t* const* w, int64_t b, size_t offset) {
+  alignas(16) uint16_t h[8];
+  for (int i = 0; i < 8; ++i) __builtin_memcpy(&h[i], w[i] + b * sizeof(Block) + offset, 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// 8 rows (one per lane) x T tokens. Per block and token: the eight rows' exact int32 block sums in one
+// register (vpmaddubsw + vpmaddwd per row, then HsumRows8), then acc = acc + float(isum) * (d_w * d_a) for
+// the eight rows at once, as reference/dot_ref.cc does for each.
+template <class Tr, int T>
+LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const uint8_t* act, size_t as,
+                          int64_t nb, float* const* y, size_t ys) {
+  using Block = typename Tr::Block;
+  using ActBlock = typename Tr::ActBlock;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T], macc[T];
+  for (int t = 0; t < T; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if constexpr (T == 1) {
+      // Decode streams the weights: prefetch the next tile's share (its rows usually follow these).
+      const char* next = reinterpret_cast<const char*>(ahead) + b * 8 * sizeof(Block);
+      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
     }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        float v = avx2::Reduce8(acc[r][t]);
-        if constexpr (Tr::kHasMin) v = v + macc[r][t];
-        y[t * ys + r] = v;
-      }
+    typename Tr::W wv[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
+    const __m256 dw = Gather8F16<Block>(w, b, offsetof(Block, d));
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (Tr::kHasMin) mw = Gather8F16<Block>(w, b, offsetof(Block, m));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const ActBlock& ab = reinterpret_cast<const ActBlock*>(act + t * as)[b];
+      const typename Tr::A av = Tr::LoadA(ab);
+      __m256i m[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) m[r] = _mm256_madd_epi16(Tr::Dot16(wv[r], av), ones);
+      const __m256 isum = _mm256_cvtepi32_ps(HsumRows8(m));
+      const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(F16(ab.d)));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(isum, dd));
+      if constexpr (Tr::kHasMin) macc[t] = _mm256_add_ps(macc[t], _mm256_mul_ps(mw, _mm256_set1_ps(F16(ab.s))));
     }
   }
-};
+  for (int t = 0; t < T; ++t) {
+    if constexpr (Tr::kHasMin) acc[t] = _mm256_add_ps(acc[t], macc[t]);
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    for (int r = 0; r < 8; ++r)
+      if (y[r] != nullptr) y[r][t * ys] = out[r];
+  }
+}
 
-using Q4_0Traits = OffsetTraits<BlockQ4_0, 8, false>;
+constexpr int kTokens = 4;  // tokens per register tile
+
+// Tiles of 8 rows (a short last tile repeats its last row; those results are dropped) x kTokens tokens.
+template <class Tr>
+LLAMAY_AVX2 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
+                      int64_t n_in, float* y, size_t ys) {
+  const int64_t nb = n_in / kQk;
+  for (int64_t r = 0; r < rows; r += 8) {
+    const uint8_t* wr[8];
+    float* yr[8];
+    for (int64_t i = 0; i < 8; ++i) {
+      const bool pad = r + i >= rows;
+      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
+      yr[i] = pad ? nullptr : y + r + i;
+    }
+    const uint8_t* ahead = w + (r + 8) * ws;
+    int64_t t = 0;
+    for (; t + kTokens <= tokens; t += kTokens) {
+      float* yt[8];
+      for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
+      RunRows8<Tr, kTokens>(wr, ahead, act + t * as, as, nb, yt, ys);
+    }
+    for (; t < tokens; ++t) {
+      float* yt[8];
+      for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
+      RunRows8<Tr, 1>(wr, ahead, act + t * as, as, nb, yt, ys);
+    }
+  }
+}
+
 using Q5_0Traits = OffsetTraits<BlockQ5_0, 16, true>;
 using Q4_1Traits = MinTraits<BlockQ4_1, false>;
 using Q5_1Traits = MinTraits<BlockQ5_1, true>;
 
+// ---- Several tokens: eight rows' weights transposed once per tile ---------------------------------------
+// For each block of 8 rows, register j holds weight elements 4j..4j+3 of row r in 32-bit lane r. Against a
+// broadcast of activation bytes 4j..4j+3, one vpmaddubsw gives two int16 partial sums per row, and vpmaddwd
+// the row's int32 sum of those four products; summing over j = 0..7 gives the eight rows' block sums with no
+// horizontal sums at all. The transposition is paid once per 8 rows and tile of tokens (up to 64).
+//   - nibble types (Q4_0 q, Q5_0 q, unsigned, offset 8 / 16): the j partials add up in int16 first, four at
+//     a time for five bits (4 x 2 x 31 x 128 = 31744) and all eight for four bits (8 x 2 x 15 x 128 =
+//     30720), so one or two vpmaddwd per (block, token); offset x sum(a), computed once per token and block,
+//     is subtracted from the int32 sums.
+//   - Q8_0 (signed): |w| against a with w's sign, as in Q8_0Traits; each vpmaddubsw result is widened on its
+//     own (two int16 products can reach 2 x 128 x 127).
+
+// v[r] = the 8 dwords of row r -> v[j] = dword j of rows 0..7.
+LLAMAY_AVX2_INLINE void Transpose8x8Epi32(__m256i* v) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0..3, then 4..7
+    const __m256i* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    v[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
+}
+
+LLAMAY_AVX2_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <typename B, int kOff, bool kFive>
+struct PackedNibbles {
+  using Block = B;
+  static constexpr int kOffset = kOff;
+  struct alignas(32) Packed {
+    __m256i k[8];
+    __m256 d;
+  };
+  LLAMAY_AVX2_INLINE static void Pack(const uint8_t* const* w, int64_t b, Packed* out) {
+    __m256i v[8];
+    for (int r = 0; r < 8; ++r) {
+      const Block& blk = reinterpret_cast<const Block*>(w[r])[b];
+      v[r] = avx2::UnpackNibbles16(blk.qs);
+      if constexpr (kFive) v[r] = _mm256_or_si256(v[r], avx2::FifthBits(blk.qh));
+    }
+    Transpose8x8Epi32(v);
+    for (int j = 0; j < 8; ++j) out->k[j] = v[j];
+    out->d = Gather8F16<Block>(w, b, offsetof(Block, d));
+  }
+  // The eight rows' sums of q * a (offset not yet taken out).
+  LLAMAY_AVX2_INLINE static __m256i Sums(const Packed& p, const int8_t* a, __m256i ones) {
+    constexpr int kRun = kFive ? 4 : 8;  // j partials that add up in int16
+    __m256i sum = _mm256_setzero_si256();
+    for (int j0 = 0; j0 < 8; j0 += kRun) {
+      __m256i s16 = _mm256_maddubs_epi16(p.k[j0], Broadcast4Bytes(a + 4 * j0));
+#pragma GCC unroll 7
+      for (int j = j0 + 1; j < j0 + kRun; ++j)
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(p.k[j], Broadcast4Bytes(a + 4 * j)));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    }
+    return sum;
+  }
+};
+
+struct PackedQ8_0 {
+  using Block = BlockQ8_0;
+  static constexpr int kOffset = 0;
+  struct alignas(32) Packed {
+    __m256i abs[8], w[8];
+    __m256 d;
+  };
+  LLAMAY_AVX2_INLINE static void Pack(const uint8_t* const* w, int64_t b, Packed* out) {
+    __m256i v[8];
+    for (int r = 0; r < 8; ++r) v[r] = Load256(reinterpret_cast<const Block*>(w[r])[b].qs);
+    Transpose8x8Epi32(v);
+    for (int j = 0; j < 8; ++j) out->w[j] = v[j], out->abs[j] = _mm256_abs_epi8(v[j]);
+    out->d = Gather8F16<Block>(w, b, offsetof(Block, d));
+  }
+  LLAMAY_AVX2_INLINE static __m256i Sums(const Packed& p, const int8_t* a, __m256i ones) {
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m256i s16 = _mm256_maddubs_epi16(p.abs[j], _mm256_sign_epi8(Broadcast4Bytes(a + 4 * j), p.w[j]));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    }
+    return sum;
+  }
+};
+
+// 8 packed rows x T tokens; off[t * nb + b] = kOffset x the sum of token t's block b.
+template <class P, int T>
+LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, size_t as, const int32_t* off,
+                           int64_t nb, float* const* y, size_t ys) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const typename P::Packed& p = pk[b];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0& ab = reinterpret_cast<const BlockQ8_0*>(act + t * as)[b];
+      __m256i isum = P::Sums(p, ab.qs, ones);
+      if constexpr (P::kOffset != 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(off[t * nb + b]));
+      const __m256 dd = _mm256_mul_ps(p.d, _mm256_set1_ps(F16(ab.d)));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    for (int r = 0; r < 8; ++r)
+      if (y[r] != nullptr) y[r][t * ys] = out[r];
+  }
+}
+
+template <class P>
+LLAMAY_AVX2 void TilePacked(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                            int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  const int64_t nb = n_in / kQk;
+  thread_local std::vector<typename P::Packed> packed;
+  thread_local std::vector<int32_t> off;
+  if (packed.size() < static_cast<size_t>(nb)) packed.resize(static_cast<size_t>(nb));
+  if constexpr (P::kOffset != 0) {
+    off.resize(static_cast<size_t>(tokens * nb));
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* q = reinterpret_cast<const BlockQ8_0*>(act + t * as)[b].qs;
+        int32_t sum = 0;
+        for (int j = 0; j < kQk; ++j) sum += q[j];
+        off[static_cast<size_t>(t * nb + b)] = P::kOffset * sum;
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; r += 8) {
+    const uint8_t* wr[8];
+    float* yr[8];
+    for (int64_t i = 0; i < 8; ++i) {
+      const bool pad = r + i >= rows;
+      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
+      yr[i] = pad ? nullptr : y + r + i;
+    }
+    for (int64_t b = 0; b < nb; ++b) P::Pack(wr, b, &packed[static_cast<size_t>(b)]);
+    for (int64_t t = 0; t < tokens;) {
+      float* yt[8];
+      for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
+      const uint8_t* at = act + t * as;
+      const int32_t* ot = P::kOffset != 0 ? off.data() + t * nb : nullptr;
+      switch (tokens - t < kTokens ? tokens - t : kTokens) {
+        case 4:
+          RunPacked<P, 4>(packed.data(), at, as, ot, nb, yt, ys);
+          t += 4;
+          break;
+        case 3:
+          RunPacked<P, 3>(packed.data(), at, as, ot, nb, yt, ys);
+          t += 3;
+          break;
+        case 2:
+          RunPacked<P, 2>(packed.data(), at, as, ot, nb, yt, ys);
+          t += 2;
+          break;
+        default:
+          RunPacked<P, 1>(packed.data(), at, as, ot, nb, yt, ys);
+          t += 1;
+      }
+    }
+  }
+}
+
+using PackedQ4_0 = PackedNibbles<BlockQ4_0, 8, false>;
+using PackedQ5_0 = PackedNibbles<BlockQ5_0, 16, true>;
+
+// One token streams the weights: the row kernel with prefetching (no transposition to amortise).
+template <class Tr, class P>
+LLAMAY_AVX2 void TileQ8Act(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                           int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  if (tokens == 1) return Tile<Tr>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  TilePacked<P>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+
 }  // namespace
 
-#define LLAMAY_DEFINE_TILE(name, traits, rows, tokens)                                               \
-  LLAMAY_AVX2 void name(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,  \
-                        int64_t n_tokens, int64_t n_in, float* y, size_t ys) {                       \
-    avx2::RunTile<BlockKernel<traits, rows, tokens>>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys); \
+#define LLAMAY_DEFINE_TILE(name, traits)                                                            \
+  LLAMAY_AVX2 void name(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as, \
+                        int64_t n_tokens, int64_t n_in, float* y, size_t ys) {                      \
+    Tile<traits>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);                                    \
   }
 
-LLAMAY_DEFINE_TILE(TileAvx2Q8_0, Q8_0Traits, 2, 4)
-LLAMAY_DEFINE_TILE(TileAvx2Q5_0, Q5_0Traits, 2, 4)
-LLAMAY_DEFINE_TILE(TileAvx2Q4_1, Q4_1Traits, 2, 4)
-LLAMAY_DEFINE_TILE(TileAvx2Q5_1, Q5_1Traits, 2, 4)
+LLAMAY_DEFINE_TILE(TileAvx2Q4_1, Q4_1Traits)
+LLAMAY_DEFINE_TILE(TileAvx2Q5_1, Q5_1Traits)
 
 #undef LLAMAY_DEFINE_TILE
 
-// Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered.
+LLAMAY_AVX2 void TileAvx2Q8_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
+                              int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  TileQ8Act<Q8_0Traits, PackedQ8_0>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+}
+LLAMAY_AVX2 void TileAvx2Q5_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
+                              int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  TileQ8Act<Q5_0Traits, PackedQ5_0>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+}
+
+// Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered;
+// several go to the packed kernel.
 LLAMAY_AVX2 void TileAvx2Q4_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
                               int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
   if (n_tokens == 1) return DecodeAvx2Q4_0(w, ws, n_rows, act, n_in, y);
-  avx2::RunTile<BlockKernel<Q4_0Traits, 2, 4>>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+  TilePacked<PackedQ4_0>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
 }
 
 }  // namespace llamay::kernels

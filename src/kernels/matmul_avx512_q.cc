@@ -1,20 +1,36 @@
 // AVX-512 VNNI tile kernels for the weight types with Q8_0 activations (Q8_0, Q4_0, Q5_0), bit-identical to
-// the AVX2 and scalar kernels (vec_dot.h's canonical order).
+// the scalar reference (vec_dot.h's canonical order: per block one exact int32 sum of its 32 products, then
+// acc = acc + float(isum) * (d_w * d_a), one f32 accumulator per (row, token) from 0.0f, blocks in order).
 //
-// The exact int32 lane sums of vec_dot.h (lane l = elements 4l..4l+3 of a block) come from one vpdpbusd,
-// which multiplies unsigned by signed bytes. Every one of these weight types is an unsigned byte u minus an
-// offset: Q8_0's signed w is (w + 128) - 128 (an xor), Q4_0's nibble q - 8, Q5_0's five bits q - 16. The
-// excess offset * sum(a) is subtracted by starting the accumulation at -offset * (lane sum of a), computed
-// once per activation block and shared by every row: sum(u * a) - offset * sum(a) = sum((u - offset) * a),
-// exactly (no saturation anywhere: |lane sum| < 2^17).
+// The integer sums come from vpdpbusd, which adds four products of unsigned by signed bytes to each int32
+// lane. Every one of these weight types is an unsigned byte u minus an offset: Q8_0's signed w is
+// (w + 128) - 128 (an xor), Q4_0's nibble q - 8, Q5_0's five bits q - 16. The excess offset * sum(a) is
+// taken out with one integer per activation block, -offset * sum(a), computed once per token and block
+// (PrepareActs) and shared by every row: sum(u * a) - offset * sum(a) = sum((u - offset) * a), exactly
+// (no saturation anywhere: every partial sum stays below 2^21 in magnitude, and so float(isum) is exact).
+// How the sum is formed does not matter (it is exact); what follows it is the reference's float work, done
+// once per block for a whole register of 16 (row, token) pairs: convert, times d_w * d_a (the product of
+// two f16 values, exact in f32), add. No fused multiply-add (the library builds with -ffp-contract=off).
 //
-// A 512-bit register holds two 256-bit "slots", each the eight f32 lanes of one (row, token) pair:
-//   - several tokens: the two slots are two tokens (activations side by side, the weight block broadcast);
-//   - one token (decode): the two slots are two rows (weights side by side, the activation broadcast).
-// Each slot is accumulated exactly as the AVX2 kernel accumulates its one register (convert, times
-// d_w * d_a, then add), and reduced at the end with the same Reduce8, so the bits do not change; the
-// kernel only does half the instructions per (row, token) pair, and the VNNI dot replaces three.
+// Several tokens: 16 rows in the 16 lanes of a register. A block of 16 rows is transposed so that register
+// k holds bytes 4k..4k+3 of every row (lane i = row i; Transpose), and vpdpbusd with the token's activation
+// dword k broadcast from memory adds those four products to each row's lane: after k = 0..7, lane i holds
+// row i's block sum for that token, with no reduction. A register tile is 16 rows x up to 8 tokens (one
+// accumulator per token, the transposed block shared by the tokens). With more than 8 tokens the transposed
+// blocks of a 16-row group go to a scratch buffer once and serve every tile of 8 tokens.
+//
+// One token (decode, Q8_0 and Q5_0; Q4_0 has matmul_decode_q4.cc): two rows per register (256 bits each),
+// one vpdpbusd against the broadcast activation leaves eight group sums per row, and a transpose-and-add
+// tree (Reduce16) turns eight such registers into one register of 16 rows' block sums; then the same float
+// work. The rows are paired so that both paths leave row i in lane i.
+//
+// Rows come in groups of 16: a tile of at least 16 rows ends with a group moved back to overlap the one
+// before it (those rows are computed twice, with the same bits); a tile of fewer rows is copied to a padded
+// group first (repeating its last row) and stored under a mask.
 #if defined(__x86_64__)
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "kernels/avx2_util.h"
@@ -22,9 +38,18 @@
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 
-
 namespace llamay::kernels {
 namespace {
+
+constexpr int kGroup = 16;           // rows per register: one per lane
+constexpr int kTokenTile = 8;        // tokens per register tile with several tokens
+constexpr int kPrefetchBytes = 256;  // how far ahead each weight row is prefetched when it is streamed
+
+LLAMAY_AVX512_INLINE int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 LLAMAY_AVX512_INLINE __m512i Broadcast256(const void* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
@@ -35,47 +60,117 @@ LLAMAY_AVX512_INLINE __m512i Pair256(const void* lo, const void* hi) {
                             _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
 }
 
-// [f32(lo) x 8 | f32(hi) x 8] from two f16 scales.
-LLAMAY_AVX512_INLINE __m512 ScalePair(uint16_t lo, uint16_t hi) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(lo))),
-                                            _mm_set1_epi16(static_cast<short>(hi)), 1);
-  return _mm512_cvtph_ps(h);
+LLAMAY_AVX512_INLINE __m512i Load4x128(const void* p0, const void* p1, const void* p2, const void* p3) {
+  const __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(p0)));
+  const __m512i v1 = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(p1)), 1);
+  const __m512i v2 = _mm512_inserti32x4(v1, _mm_loadu_si128(static_cast<const __m128i*>(p2)), 2);
+  return _mm512_inserti32x4(v2, _mm_loadu_si128(static_cast<const __m128i*>(p3)), 3);
 }
 
-// -kOffset * (lane sums of the signed bytes a), the start of every dot with this activation block.
-template <int kOffset>
-LLAMAY_AVX512_INLINE __m512i NegBias(__m512i a) {
-  return _mm512_sub_epi32(
-      _mm512_setzero_si512(),
-      _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(kOffset)), a));
+// Per 128-bit lane, the 4x4 dword transpose of x[0..3]: y[j] = [x0.j, x1.j, x2.j, x3.j].
+LLAMAY_AVX512_INLINE void Transpose4x4(const __m512i* x, __m512i* y) {
+  const __m512i t0 = _mm512_unpacklo_epi32(x[0], x[1]), t1 = _mm512_unpackhi_epi32(x[0], x[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(x[2], x[3]), t3 = _mm512_unpackhi_epi32(x[2], x[3]);
+  y[0] = _mm512_unpacklo_epi64(t0, t2);
+  y[1] = _mm512_unpackhi_epi64(t0, t2);
+  y[2] = _mm512_unpacklo_epi64(t1, t3);
+  y[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// Weights as unsigned bytes u = w + kOffset: Broadcast puts one block's 32 in both halves of a register,
-// Pair two blocks (of two rows) side by side.
+// The f16 scales at p + i * s (i < 16; every block starts with its scale), converted: row i in lane i.
+LLAMAY_AVX512_INLINE __m512 Scales16(const uint8_t* p, size_t s) {
+  uint64_t q[4];
+  for (int j = 0; j < 4; ++j) {
+    q[j] = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint16_t d;
+      std::memcpy(&d, p + (4 * j + i) * s, 2);
+      q[j] |= static_cast<uint64_t>(d) << (16 * i);
+    }
+  }
+  return _mm512_cvtph_ps(_mm256_setr_epi64x(static_cast<int64_t>(q[0]), static_cast<int64_t>(q[1]),
+                                            static_cast<int64_t>(q[2]), static_cast<int64_t>(q[3])));
+}
+
+// The row pairing of both layouts: register i < 8 holds rows PairLo(i) and PairLo(i) + 4 (256 bits each),
+// which is the order in which Transpose's last step and Reduce16 leave row r in lane r.
+constexpr int PairLo(int i) { return i < 4 ? i : i + 4; }
+
+// Weights as unsigned bytes u = w + kOffset, in element order. Transpose: the block at p + i * s of rows
+// i < 16 to out[k] = elements 4k..4k+3 of row i in lane i. Pair: the blocks of two rows side by side.
 struct Q8_0Weights {
   using Block = BlockQ8_0;
   static constexpr int kOffset = 128;
-  LLAMAY_AVX512_INLINE static __m512i Broadcast(const Block& b) {
-    return _mm512_xor_si512(Broadcast256(b.qs), _mm512_set1_epi8(-128));
+  static constexpr size_t kQs = offsetof(Block, qs);
+  LLAMAY_AVX512_INLINE static void Transpose(const uint8_t* p, size_t s, __m512i* out) {
+    __m512i z[8], a[4], c[4];
+    for (int i = 0; i < 8; ++i) {
+      const int r = PairLo(i);
+      z[i] = Pair256(p + r * s + kQs, p + (r + 4) * s + kQs);
+    }
+    Transpose4x4(z, a);      // a[j] lanes: rows 0..3 dword j | rows 0..3 dword j+4 | rows 4..7 j | 4..7 j+4
+    Transpose4x4(z + 4, c);  // the same for rows 8..15
+    const __m512i flip = _mm512_set1_epi8(-128);
+    for (int j = 0; j < 4; ++j) {
+      out[j] = _mm512_xor_si512(_mm512_shuffle_i32x4(a[j], c[j], _MM_SHUFFLE(2, 0, 2, 0)), flip);
+      out[j + 4] = _mm512_xor_si512(_mm512_shuffle_i32x4(a[j], c[j], _MM_SHUFFLE(3, 1, 3, 1)), flip);
+    }
   }
-  LLAMAY_AVX512_INLINE static __m512i Pair(const Block& lo, const Block& hi) {
-    return _mm512_xor_si512(Pair256(lo.qs, hi.qs), _mm512_set1_epi8(-128));
+  LLAMAY_AVX512_INLINE static __m512i Pair(const uint8_t* lo, const uint8_t* hi) {
+    return _mm512_xor_si512(Pair256(lo + kQs, hi + kQs), _mm512_set1_epi8(-128));
   }
 };
 
+// Q4_0 (kFive false) and Q5_0: the nibbles are not reordered. Register k < 4 takes the low nibbles of
+// bytes 4k..4k+3 (elements 4k..4k+3), register k + 4 their high nibbles (elements 16 + 4k..): again
+// elements 4k..4k+3 for every k. Q5_0 adds 16 where bit 4k + i of the row's qh is set.
 template <typename B, int kOff, bool kFive>
 struct NibbleWeights {
   using Block = B;
   static constexpr int kOffset = kOff;
-  LLAMAY_AVX512_INLINE static __m256i Bytes(const Block& b) {
+  static constexpr size_t kQs = offsetof(Block, qs);
+  LLAMAY_AVX512_INLINE static void Transpose(const uint8_t* p, size_t s, __m512i* out) {
+    __m512i x[4], y[4];
+    for (int i = 0; i < 4; ++i)  // lane L of x[i]: row 4L + i, so that y[k] lane L is rows 4L..4L+3
+      x[i] = Load4x128(p + i * s + kQs, p + (4 + i) * s + kQs, p + (8 + i) * s + kQs, p + (12 + i) * s + kQs);
+    Transpose4x4(x, y);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+      out[k] = _mm512_and_si512(y[k], low4);
+      out[k + 4] = _mm512_and_si512(_mm512_srli_epi16(y[k], 4), low4);
+    }
+    if constexpr (kFive) {
+      // qh of row i in lane i (the first dword of 16 bytes loaded at the qh).
+      const uint8_t* h = p + offsetof(Block, qh);
+      for (int i = 0; i < 4; ++i)
+        x[i] = Load4x128(h + i * s, h + (4 + i) * s, h + (8 + i) * s, h + (12 + i) * s);
+      const __m512i qh =
+          _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpacklo_epi32(x[2], x[3]));
+      const __m512i sixteen = _mm512_set1_epi8(0x10);
+      const __m512i dword_base =
+          _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0);  // 4d in dword d's bytes
+      for (int c = 0; c < 4; ++c) {
+        // Byte c of each lane's qh in all four bytes: bits 8c..8c+7, elements 4k.. for k = 2c and 2c + 1.
+        const __m512i rep =
+            _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(c))));
+        for (int h = 0; h < 2; ++h) {
+          const int k = 2 * c + h;
+          const __mmask64 set =
+              _mm512_test_epi8_mask(rep, _mm512_set1_epi32(h == 0 ? 0x08040201 : 0x80402010));
+          out[k] = _mm512_mask_add_epi8(out[k], set, out[k], sixteen);
+        }
+      }
+    }
+  }
+  LLAMAY_AVX512_INLINE static __m256i Bytes(const uint8_t* blk) {
+    const auto& b = *reinterpret_cast<const Block*>(blk);
     if constexpr (kFive) {
       return _mm256_or_si256(avx2::UnpackNibbles16(b.qs), avx2::FifthBits(b.qh));
     } else {
       return avx2::UnpackNibbles16(b.qs);
     }
   }
-  LLAMAY_AVX512_INLINE static __m512i Broadcast(const Block& b) { return _mm512_broadcast_i64x4(Bytes(b)); }
-  LLAMAY_AVX512_INLINE static __m512i Pair(const Block& lo, const Block& hi) {
+  LLAMAY_AVX512_INLINE static __m512i Pair(const uint8_t* lo, const uint8_t* hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(Bytes(lo)), Bytes(hi), 1);
   }
 };
@@ -83,201 +178,223 @@ struct NibbleWeights {
 using Q4_0Weights = NibbleWeights<BlockQ4_0, 8, false>;
 using Q5_0Weights = NibbleWeights<BlockQ5_0, 16, true>;
 
-LLAMAY_AVX512_INLINE float ReduceLow(__m512 v) { return avx2::Reduce8(_mm512_castps512_ps256(v)); }
-LLAMAY_AVX512_INLINE float ReduceHigh(__m512 v) {
-  return avx2::Reduce8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+// Eight registers of two rows' eight group sums each (register i: rows PairLo(i), PairLo(i) + 4) to one
+// register of the 16 rows' sums, row r in lane r.
+LLAMAY_AVX512_INLINE __m512i Reduce16(const __m512i* s) {
+  __m512i u[4], v[2];
+  for (int j = 0; j < 4; ++j)  // per 128-bit lane: [s0 + s2, s'0 + s'2, s1 + s3, s'1 + s'3]
+    u[j] = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2 * j], s[2 * j + 1]),
+                            _mm512_unpackhi_epi32(s[2 * j], s[2 * j + 1]));
+  for (int j = 0; j < 2; ++j)  // per 128-bit lane: the lane's sum for each of four registers
+    v[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * j], u[2 * j + 1]),
+                            _mm512_unpackhi_epi64(u[2 * j], u[2 * j + 1]));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-template <typename Block = BlockQ8_0>
-const Block* Blocks(const uint8_t* row) {
-  return reinterpret_cast<const Block*>(row);
-}
-
-// How far ahead of the block being read a weight row is prefetched. Decode streams the weights from
-// memory, and the hardware prefetcher alone keeps too few of the row streams in flight (kernels_bench
-// BM_DecodeStream: 256 bytes ahead gave ~10% over none for 1 and for 8 tokens; 1024 was worse than none).
-constexpr int kPrefetchBytes = 256;
-
-// One activation block of a token pair, prepared once per chunk of tokens and shared by every row: the
-// two tokens' bytes side by side, the dot's starting value (NegBias) and the two scales.
-struct alignas(64) PairBlock {
-  __m512i a;
-  __m512i start;
-  __m512 da;
+// The activations of a tile, prepared once and shared by every row: each block's bytes, the start of its
+// integer sums (-kOffset * the sum of the bytes) and its scale. Stored by token tile, then block, then the
+// tile's up to kTokenTile tokens side by side, so that a register tile reads them in one sequential sweep.
+struct Acts {
+  int8_t* qs;      // [32] per (block, token)
+  int32_t* start;  // [1] per (block, token)
+  float* da;
+  int64_t nb;
+  int64_t width;  // tokens per token tile: min(tokens, kTokenTile)
+  int64_t Index(int64_t b, int64_t t) const { return ((t / kTokenTile) * nb + b) * width + t % kTokenTile; }
+  static size_t Size(int64_t tokens, int64_t nb) {
+    return static_cast<size_t>((tokens + kTokenTile - 1) / kTokenTile * kTokenTile * nb);
+  }
 };
 
-// Prepares pairs p < n_pairs of a chunk: a[2p] and a[2p + 1] are the rows of pair p (the same row twice
-// when the pair has one token). out: [n_pairs][nb].
 template <int kOffset>
-LLAMAY_AVX512 void PreparePairs(const uint8_t* const* a, int n_pairs, int64_t nb, PairBlock* out) {
-  for (int p = 0; p < n_pairs; ++p) {
+LLAMAY_AVX512 void PrepareActs(const uint8_t* act, size_t as, int64_t tokens, int64_t nb, const Acts& out) {
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(kOffset));
+  int64_t t0 = 0;
+  // 16 tokens at a time: token i in lane i (their byte sums reduced like 16 rows' dot products).
+  for (; t0 + kGroup <= tokens; t0 += kGroup) {
     for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8_0& lo = Blocks(a[2 * p])[b];
-      const BlockQ8_0& hi = Blocks(a[2 * p + 1])[b];
-      PairBlock& o = out[p * nb + b];
-      o.a = Pair256(lo.qs, hi.qs);
-      o.start = NegBias<kOffset>(o.a);
-      o.da = ScalePair(lo.d, hi.d);
+      const uint8_t* p = act + t0 * as + b * sizeof(BlockQ8_0);
+      const int64_t o = out.Index(b, t0), o8 = out.Index(b, t0 + 8);  // tokens t0.. and t0 + 8..
+      __m256i q[kGroup];
+      for (int i = 0; i < kGroup; ++i) {
+        q[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * as + offsetof(BlockQ8_0, qs)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + (i < 8 ? o + i : o8 + i - 8) * kQk), q[i]);
+      }
+      __m512i s[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q[PairLo(i)]), q[PairLo(i) + 4], 1);
+        s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_broadcast_i64x4(off), v);
+      }
+      const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), Reduce16(s));
+      const __m512 da = Scales16(p, as);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.start + o), _mm512_castsi512_si256(start));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.start + o8), _mm512_extracti64x4_epi64(start, 1));
+      _mm256_storeu_ps(out.da + o, _mm512_castps512_ps256(da));
+      _mm256_storeu_ps(out.da + o8, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(da), 1)));
+    }
+  }
+  for (int64_t t = t0; t < tokens; ++t) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(act + t * as);
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+      const int64_t o = out.Index(b, t);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + o * kQk), q);
+      out.start[o] = -avx2::HsumI32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), off, q));
+      out.da[o] = avx2::F16(a[b].d);
     }
   }
 }
 
-// R rows x P token pairs over prepared pairs pb ([P][nb]); y_hi[p] is null for a pair of one token.
-template <class W, int R, int P>
-LLAMAY_AVX512 void RunTokenPairs(const uint8_t* w, size_t ws, const PairBlock* pb, int64_t nb,
-                                 float* const* y_lo, float* const* y_hi) {
-  __m512 acc[R][P];
-  for (int r = 0; r < R; ++r)
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+// The transposed weights of block b of a 16-row group, and the rows' scales.
+struct alignas(64) GroupBlock {
+  __m512i w[8];
+  __m512 d;
+};
+
+// Where RowsByTokens gets its transposed blocks: from the rows themselves (transposed on the fly, and
+// prefetched: with few tokens the weights stream from memory) or from a scratch buffer.
+template <class W>
+struct TransposedRows {
+  const uint8_t* w;
+  size_t ws;
+  LLAMAY_AVX512_INLINE void operator()(int64_t b, GroupBlock* g) const {
+    const uint8_t* p = w + b * sizeof(typename W::Block);
+    for (int i = 0; i < kGroup; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(p + i * ws) + kPrefetchBytes, _MM_HINT_T0);
+    W::Transpose(p, ws, g->w);
+    g->d = Scales16(p, ws);
+  }
+};
+
+struct ScratchRows {
+  const GroupBlock* g;
+  LLAMAY_AVX512_INLINE void operator()(int64_t b, GroupBlock* out) const { *out = g[b]; }
+};
+
+// 16 rows (lanes) x T tokens: y[t * ys + i] for row i of the group and token t < T, lanes in m only.
+// Tokens t0..t0 + T - 1 of the tile's prepared activations pa.
+template <int T, class Src>
+LLAMAY_AVX512_INLINE void RowsByTokens(Src src, const Acts& pa, int64_t t0, int64_t nb, float* y, size_t ys,
+                                       __mmask16 m) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    GroupBlock g;
+    src(b, &g);
+    const int64_t o = pa.Index(b, t0);
+    const int8_t* qs = pa.qs + o * kQk;
+    // k outside, tokens inside: T independent vpdpbusd chains in flight.
+    __m512i s[T];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const typename W::Block& wb = Blocks<typename W::Block>(w + r * ws)[b];
-      _mm_prefetch(reinterpret_cast<const char*>(&wb) + kPrefetchBytes, _MM_HINT_T0);
-      const __m512i wu = W::Broadcast(wb);
-      const __m512 dw = _mm512_set1_ps(avx2::F16(wb.d));
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const PairBlock& x = pb[p * nb + b];
-        const __m512i s = _mm512_dpbusd_epi32(x.start, wu, x.a);
-        const __m512 dd = _mm512_mul_ps(dw, x.da);
-        acc[r][p] = _mm512_add_ps(acc[r][p], _mm512_mul_ps(_mm512_cvtepi32_ps(s), dd));
+    for (int t = 0; t < T; ++t) s[t] = _mm512_set1_epi32(pa.start[o + t]);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        s[t] = _mm512_dpbusd_epi32(s[t], g.w[k], _mm512_set1_epi32(Load32(qs + t * kQk + 4 * k)));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 dd = _mm512_mul_ps(g.d, _mm512_set1_ps(pa.da[o + t]));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), dd));
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+template <class Src>
+LLAMAY_AVX512 void RowsByTokensN(int n, Src src, const Acts& pa, int64_t t0, int64_t nb, float* y, size_t ys,
+                                 __mmask16 m) {
+  switch (n) {
+    case 8:
+      return RowsByTokens<8>(src, pa, t0, nb, y, ys, m);
+    case 7:
+      return RowsByTokens<7>(src, pa, t0, nb, y, ys, m);
+    case 6:
+      return RowsByTokens<6>(src, pa, t0, nb, y, ys, m);
+    case 5:
+      return RowsByTokens<5>(src, pa, t0, nb, y, ys, m);
+    case 4:
+      return RowsByTokens<4>(src, pa, t0, nb, y, ys, m);
+    case 3:
+      return RowsByTokens<3>(src, pa, t0, nb, y, ys, m);
+    case 2:
+      return RowsByTokens<2>(src, pa, t0, nb, y, ys, m);
+    default:
+      return RowsByTokens<1>(src, pa, t0, nb, y, ys, m);
+  }
+}
+
+// One token, 16 rows at w + i * ws: y[i] for the lanes in m.
+template <class W>
+LLAMAY_AVX512 void OneTokenRows(const uint8_t* w, size_t ws, const Acts& pa, int64_t nb, float* y,
+                                __mmask16 m) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = w + b * sizeof(typename W::Block);
+    for (int i = 0; i < kGroup; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(p + i * ws) + kPrefetchBytes, _MM_HINT_T0);
+    const __m512i av = Broadcast256(pa.qs + b * kQk);
+    __m512i s[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const int r = PairLo(i);
+      s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W::Pair(p + r * ws, p + (r + 4) * ws), av);
+    }
+    const __m512i isum = _mm512_add_epi32(Reduce16(s), _mm512_set1_epi32(pa.start[b]));
+    const __m512 dd = _mm512_mul_ps(Scales16(p, ws), _mm512_set1_ps(pa.da[b]));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), dd));
+  }
+  _mm512_mask_storeu_ps(y, m, acc);
+}
+
+template <class W>
+LLAMAY_AVX512 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                        int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  using Block = typename W::Block;
+  if (rows <= 0 || tokens <= 0) return;
+  const int64_t nb = n_in / kQk;
+  thread_local std::vector<int8_t> act_qs;
+  thread_local std::vector<int32_t> act_start;
+  thread_local std::vector<float> act_da;
+  const size_t n_act = Acts::Size(tokens, nb);
+  if (act_start.size() < n_act) act_qs.resize(n_act * kQk), act_start.resize(n_act), act_da.resize(n_act);
+  const Acts pa{act_qs.data(), act_start.data(), act_da.data(), nb, std::min<int64_t>(tokens, kTokenTile)};
+  PrepareActs<W::kOffset>(act, as, tokens, nb, pa);
+  // Fewer rows than a group: a padded copy, stored under a mask.
+  __mmask16 mask = 0xFFFF;
+  thread_local std::vector<uint8_t> padded;
+  if (rows < kGroup) {
+    const size_t rb = static_cast<size_t>(nb) * sizeof(Block);
+    padded.resize(kGroup * rb);
+    for (int64_t i = 0; i < kGroup; ++i)
+      std::memcpy(padded.data() + i * rb, w + std::min(i, rows - 1) * ws, rb);
+    w = padded.data();
+    ws = rb;
+    mask = static_cast<__mmask16>((1u << rows) - 1);
+  }
+  thread_local std::vector<GroupBlock> scratch;
+  if (tokens > kTokenTile && scratch.size() < static_cast<size_t>(nb))
+    scratch.resize(static_cast<size_t>(nb));
+  for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
+    const int64_t r = rows < kGroup ? 0 : std::min(r0, rows - kGroup);
+    const uint8_t* wr = w + r * ws;
+    if (tokens == 1) {
+      OneTokenRows<W>(wr, ws, pa, nb, y + r, mask);
+    } else if (tokens <= kTokenTile) {
+      RowsByTokensN(static_cast<int>(tokens), TransposedRows<W>{wr, ws}, pa, 0, nb, y + r, ys, mask);
+    } else {
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* p = wr + b * sizeof(Block);
+        W::Transpose(p, ws, scratch[b].w);
+        scratch[b].d = Scales16(p, ws);
+      }
+      for (int64_t t = 0; t < tokens; t += kTokenTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTokenTile, tokens - t));
+        RowsByTokensN(n, ScratchRows{scratch.data()}, pa, t, nb, y + t * ys + r, ys, mask);
       }
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int p = 0; p < P; ++p) {
-      y_lo[p][r] = ReduceLow(acc[r][p]);
-      if (y_hi[p] != nullptr) y_hi[p][r] = ReduceHigh(acc[r][p]);
-    }
-  }
-}
-
-// One token, RP row pairs: w[2i], w[2i + 1] share a register (the same row twice when the last pair has
-// one row; y[2i + 1] is then null).
-template <class W, int RP>
-LLAMAY_AVX512 void RunRowPairs(const uint8_t* const* w, const uint8_t* a, int64_t nb, float* const* y) {
-  using Block = typename W::Block;
-  __m512 acc[RP];
-  for (int i = 0; i < RP; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ8_0& ab = Blocks(a)[b];
-    const __m512i av = Broadcast256(ab.qs);
-    const __m512i start = NegBias<W::kOffset>(av);
-    const __m512 da = _mm512_set1_ps(avx2::F16(ab.d));
-#pragma GCC unroll 8
-    for (int i = 0; i < RP; ++i) {
-      const Block& lo = Blocks<Block>(w[2 * i])[b];
-      const Block& hi = Blocks<Block>(w[2 * i + 1])[b];
-      _mm_prefetch(reinterpret_cast<const char*>(&lo) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(&hi) + kPrefetchBytes, _MM_HINT_T0);
-      const __m512i wu = W::Pair(lo, hi);
-      const __m512 dw = ScalePair(lo.d, hi.d);
-      const __m512i s = _mm512_dpbusd_epi32(start, wu, av);
-      acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da)));
-    }
-  }
-  for (int i = 0; i < RP; ++i) {
-    *y[2 * i] = ReduceLow(acc[i]);
-    if (y[2 * i + 1] != nullptr) *y[2 * i + 1] = ReduceHigh(acc[i]);
-  }
-}
-
-constexpr int kRows = 4;      // rows per register tile with several tokens
-constexpr int kPairs = 4;     // token pairs per register tile (8 tokens: a decode step of 8 streams)
-constexpr int kRowPairs = 4;  // row pairs per register tile for one token
-
-template <class W, int P>
-LLAMAY_AVX512 void AllRows(const uint8_t* w, size_t ws, int64_t rows, const PairBlock* pb, int64_t nb,
-                           float* const* lo, float* const* hi) {
-  float* lr[P];
-  float* hr[P];
-  for (int64_t r = 0; r < rows;) {
-    for (int p = 0; p < P; ++p) lr[p] = lo[p] + r, hr[p] = hi[p] != nullptr ? hi[p] + r : nullptr;
-    if (r + kRows <= rows) {
-      RunTokenPairs<W, kRows, P>(w + r * ws, ws, pb, nb, lr, hr);
-      r += kRows;
-    } else {
-      RunTokenPairs<W, 1, P>(w + r * ws, ws, pb, nb, lr, hr);
-      r += 1;
-    }
-  }
-}
-
-// Several tokens: chunks of up to 2 * kPairs tokens, each prepared once and swept over all rows.
-template <class W>
-LLAMAY_AVX512 void TokensChunked(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
-                                 int64_t tokens, int64_t nb, float* y, size_t ys) {
-  thread_local std::vector<PairBlock> scratch;
-  if (scratch.size() < static_cast<size_t>(kPairs * nb)) scratch.resize(static_cast<size_t>(kPairs * nb));
-  for (int64_t t0 = 0; t0 < tokens; t0 += 2 * kPairs) {
-    const int64_t n = tokens - t0 < 2 * kPairs ? tokens - t0 : 2 * kPairs;
-    const int pairs = static_cast<int>((n + 1) / 2);
-    const uint8_t* ar[2 * kPairs];
-    float* lo[kPairs];
-    float* hi[kPairs];
-    for (int p = 0; p < pairs; ++p) {
-      const int64_t t = t0 + 2 * p;
-      const bool single = t + 1 >= tokens;
-      ar[2 * p] = act + t * as;
-      ar[2 * p + 1] = act + (single ? t : t + 1) * as;
-      lo[p] = y + t * ys;
-      hi[p] = single ? nullptr : y + (t + 1) * ys;
-    }
-    PreparePairs<W::kOffset>(ar, pairs, nb, scratch.data());
-    switch (pairs) {
-      case 4:
-        AllRows<W, 4>(w, ws, rows, scratch.data(), nb, lo, hi);
-        break;
-      case 3:
-        AllRows<W, 3>(w, ws, rows, scratch.data(), nb, lo, hi);
-        break;
-      case 2:
-        AllRows<W, 2>(w, ws, rows, scratch.data(), nb, lo, hi);
-        break;
-      default:
-        AllRows<W, 1>(w, ws, rows, scratch.data(), nb, lo, hi);
-    }
-  }
-}
-
-// One token: register tiles of kRowPairs row pairs.
-template <class W>
-LLAMAY_AVX512 void OneToken(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t nb,
-                            float* y) {
-  for (int64_t r = 0; r < rows; r += 2 * kRowPairs) {
-    const int64_t n = rows - r < 2 * kRowPairs ? rows - r : 2 * kRowPairs;
-    const uint8_t* wr[2 * kRowPairs];
-    float* yr[2 * kRowPairs];
-    for (int64_t i = 0; i < (n + 1) / 2 * 2; ++i) {
-      const bool pad = r + i >= rows;  // the odd row's partner: itself again, result dropped
-      wr[i] = w + (pad ? r + i - 1 : r + i) * ws;
-      yr[i] = pad ? nullptr : y + r + i;
-    }
-    switch ((n + 1) / 2) {
-      case 4:
-        RunRowPairs<W, 4>(wr, act, nb, yr);
-        break;
-      case 3:
-        RunRowPairs<W, 3>(wr, act, nb, yr);
-        break;
-      case 2:
-        RunRowPairs<W, 2>(wr, act, nb, yr);
-        break;
-      default:
-        RunRowPairs<W, 1>(wr, act, nb, yr);
-    }
-  }
-}
-
-template <class W>
-LLAMAY_AVX512 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
-                        int64_t n_in, float* y, size_t ys) {
-  const int64_t nb = n_in / kQk;
-  if (tokens == 1) {
-    OneToken<W>(w, ws, rows, act, nb, y);
-  } else {
-    TokensChunked<W>(w, ws, rows, act, as, tokens, nb, y, ys);
   }
 }
 

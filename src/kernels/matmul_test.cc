@@ -152,6 +152,96 @@ TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
   }
 }
 
+// The several-token paths of the K-quants tile rows in groups of 8 and tokens in register tiles: every row
+// count from 1 to 19 with every token count from 2 to 17 and several row lengths, each element against the
+// scalar dot, with row and activation strides wider than the rows; nothing is written outside the tile.
+TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
+  std::mt19937 rng(16);
+  for (TensorType t : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    for (int64_t n_in : {256, 768, 2816}) {
+      const int64_t max_rows = 19, max_tokens = 17, ys = 32;
+      const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
+      const auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
+      std::vector<uint8_t> w(ws * max_rows, 0xFF);
+      for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
+      const ActFormat f = ActivationFormat(t);
+      const size_t arb = ActivationRowBytes(f, n_in), as = arb + 24;
+      std::vector<uint8_t> act(as * max_tokens, 0xEE);
+      const auto x = RandomFloats(rng, max_tokens * n_in);
+      for (int64_t k = 0; k < max_tokens; ++k)
+        QuantizeActivationRow(f, x.data() + k * n_in, n_in, act.data() + k * as);
+      std::vector<uint32_t> want(max_tokens * max_rows);
+      for (int64_t k = 0; k < max_tokens; ++k)
+        for (int64_t r = 0; r < max_rows; ++r)
+          want[k * max_rows + r] =
+              Bits(VecDot(t, packed.data() + r * rb, act.data() + k * as, n_in, Isa::kScalar));
+      for (Isa isa : SupportedIsas()) {
+        const TileFn tile = GetTileFn(t, isa, n_in);
+        for (int64_t rows = 1; rows <= max_rows; ++rows) {
+          for (int64_t tokens = 2; tokens <= max_tokens; ++tokens) {
+            std::vector<float> y((tokens + 1) * ys, -1.0f);
+            tile(w.data(), ws, rows, act.data(), as, tokens, n_in, y.data(), ys);
+            int64_t mismatches = 0, outside = 0;
+            for (int64_t k = 0; k <= tokens; ++k)
+              for (int64_t r = 0; r < ys; ++r) {
+                if (k < tokens && r < rows) {
+                  mismatches += Bits(y[k * ys + r]) != want[k * max_rows + r];
+                } else {
+                  outside += y[k * ys + r] != -1.0f;
+                }
+              }
+            EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
+                                     << " rows=" << rows << " tokens=" << tokens;
+            EXPECT_EQ(outside, 0) << "wrote outside the tile: " << TensorTypeName(t) << " " << IsaName(isa)
+                                  << " n_in=" << n_in << " rows=" << rows << " tokens=" << tokens;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same for the other types (the 32-block kernels tile rows in groups of 16 and tokens in tiles of 8):
+// every token count from 1 to 17 against row counts below, at and beyond 16, with row, activation and output
+// strides wider than the tile; each element against the scalar dot, nothing written outside the tile.
+TEST(MatMul, TilePathsMatchTheReferenceForEveryTokenCount) {
+  std::mt19937 rng(17);
+  for (TensorType t : kAllTypes) {
+    if (t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K) continue;  // see above
+    const int64_t n_in = 96, max_rows = 37, max_tokens = 17;
+    const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
+    const auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
+    std::vector<uint8_t> w(ws * max_rows, 0xFF);
+    for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
+    const ActFormat f = ActivationFormat(t);
+    const size_t as = ActivationRowBytes(f, n_in) + 24;
+    std::vector<uint8_t> act(as * max_tokens, 0xEE);
+    const auto x = RandomFloats(rng, max_tokens * n_in);
+    for (int64_t k = 0; k < max_tokens; ++k)
+      QuantizeActivationRow(f, x.data() + k * n_in, n_in, act.data() + k * as);
+    for (Isa isa : SupportedIsas()) {
+      for (int64_t rows : {1, 5, 15, 16, 19, 37}) {
+        const size_t ys = rows + 3;  // 3 canaries after each token's rows
+        for (int64_t tokens = 1; tokens <= max_tokens; ++tokens) {
+          std::vector<float> y(ys * tokens, -1.0f);
+          GetTileFn(t, isa, n_in)(w.data(), ws, rows, act.data(), as, tokens, n_in, y.data(), ys);
+          int64_t mismatches = 0, outside = 0;
+          for (int64_t k = 0; k < tokens; ++k) {
+            for (int64_t r = 0; r < rows; ++r)
+              mismatches += Bits(y[k * ys + r]) !=
+                            Bits(VecDot(t, packed.data() + r * rb, act.data() + k * as, n_in, Isa::kScalar));
+            for (size_t r = rows; r < ys; ++r) outside += y[k * ys + r] != -1.0f;
+          }
+          EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " rows=" << rows
+                                   << " tokens=" << tokens;
+          EXPECT_EQ(outside, 0) << "wrote outside the tile: " << TensorTypeName(t) << " " << IsaName(isa)
+                                << " rows=" << rows << " tokens=" << tokens;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMul, PreparedActivationsServeSeveralMatrices) {
   std::mt19937 rng(13);
   const Problem a = MakeProblem(rng, TensorType::kQ4_0, 20, 3);

@@ -14,8 +14,11 @@
 //   - float types: eight lane sums, lane i%8 += w_i * a_i (multiply rounded, then add), then Reduce8
 //     ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)). For F16 and BF16 each product of two rounded values is
 //     exact in f32, so a fused multiply-add gives the same bits.
-//   - 32-blocks: lane l += float(int sum of elements 4l..4l+3) * (d_w * d_a), blocks in order, then
-//     Reduce8; the _1 types add a separate in-order sum of m_w * s_a after the reduction.
+//   - 32-blocks: per block one exact int32 sum of its 32 products, then acc = acc + float(isum) * (d_w * d_a)
+//     (multiply rounded, then add), one accumulator from 0.0f, blocks in order; the _1 types add a separate
+//     in-order sum of m_w * s_a at the end. How a kernel forms the integer sum is free (it is exact), so
+//     SIMD kernels put (row, token) pairs in lanes and pay the float work once per block for a whole vector
+//     of them (DESIGN.md section 3's "integer sums per block, one f32 scale per block").
 //   - K-quants: per super-block, acc += float(sumi) * (d_w * d_a) [- float(smin) * (dmin_w * d_a)], in order.
 // No step uses a fused multiply-add where rounding could differ (the library builds with -ffp-contract=off).
 //

@@ -28,55 +28,39 @@ int Q5At(const uint8_t* qs, const uint8_t* qh, int j) {
   return NibbleAt(qs, j) | static_cast<int>(((LoadU32(qh) >> j) & 1u) << 4);
 }
 
-// 32-blocks: lane l accumulates float(sum of w_j*a_j for j in 4l..4l+3) * (d_w * d_a).
+// 32-blocks: one exact integer sum per block, then acc = acc + float(isum) * (d_w * d_a), blocks in order.
+// (d_w * d_a is exact in f32: two f16 values. |isum| <= 32 * 255 * 128 < 2^24, so float(isum) is exact too.)
 template <typename WeightAt>
-void AccumulateBlock(WeightAt weight_at, const int8_t* aq, float dd, float* acc) {
-  for (int l = 0; l < 8; ++l) {
-    int p = 0;
-    for (int k = 0; k < 4; ++k) p += weight_at(4 * l + k) * aq[4 * l + k];
-    acc[l] = acc[l] + static_cast<float>(p) * dd;
-  }
+int32_t BlockSum(WeightAt weight_at, const int8_t* aq) {
+  int32_t isum = 0;
+  for (int j = 0; j < kQk; ++j) isum += weight_at(j) * aq[j];
+  return isum;
 }
 
-float DotQ8_0(const BlockQ8_0* w, const BlockQ8_0* a, int64_t nb) {
-  float acc[8] = {};
+template <typename Block, typename WeightAt>
+float Dot_0(const Block* w, const BlockQ8_0* a, int64_t nb, WeightAt weight_at) {
+  float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
-    AccumulateBlock([&](int j) { return static_cast<int>(w[b].qs[j]); }, a[b].qs, dd, acc);
+    const int32_t isum = BlockSum([&](int j) { return weight_at(w[b], j); }, a[b].qs);
+    acc = acc + static_cast<float>(isum) * dd;
   }
-  return Reduce8(acc);
-}
-
-float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* a, int64_t nb) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
-    AccumulateBlock([&](int j) { return NibbleAt(w[b].qs, j) - 8; }, a[b].qs, dd, acc);
-  }
-  return Reduce8(acc);
-}
-
-float DotQ5_0(const BlockQ5_0* w, const BlockQ8_0* a, int64_t nb) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
-    AccumulateBlock([&](int j) { return Q5At(w[b].qs, w[b].qh, j) - 16; }, a[b].qs, dd, acc);
-  }
-  return Reduce8(acc);
+  return acc;
 }
 
 // _1 types: x = d*q + m, so dot = sum over blocks of d_w*d_a*sum(q*a) + m_w*s_a; the min terms form a
-// separate sum in block order, added after the lanes are reduced.
+// separate sum in block order, added at the end.
 template <typename Block, typename WeightAt>
-float DotQ_1(const Block* w, const BlockQ8_1* a, int64_t nb, WeightAt weight_at) {
-  float acc[8] = {};
+float Dot_1(const Block* w, const BlockQ8_1* a, int64_t nb, WeightAt weight_at) {
+  float acc = 0.0f;
   float macc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const float dd = F16ToF32(w[b].d) * F16ToF32(a[b].d);
-    AccumulateBlock([&](int j) { return weight_at(w[b], j); }, a[b].qs, dd, acc);
+    const int32_t isum = BlockSum([&](int j) { return weight_at(w[b], j); }, a[b].qs);
+    acc = acc + static_cast<float>(isum) * dd;
     macc = macc + F16ToF32(w[b].m) * F16ToF32(a[b].s);
   }
-  return Reduce8(acc) + macc;
+  return acc + macc;
 }
 
 // K-quants: exact integer sums per super-block, then acc += float(sumi)*(d*d_a) - float(smin)*(dmin*d_a).
@@ -157,17 +141,20 @@ float RefDot(TensorType wtype, const void* w, const void* act, int64_t n) {
       return DotFloat([h](int64_t i) { return Bf16ToF32(h[i]); }, af, n);
     }
     case TensorType::kQ8_0:
-      return DotQ8_0(static_cast<const BlockQ8_0*>(w), a8, n / kQk);
+      return Dot_0(static_cast<const BlockQ8_0*>(w), a8, n / kQk,
+                   [](const BlockQ8_0& blk, int j) { return static_cast<int>(blk.qs[j]); });
     case TensorType::kQ4_0:
-      return DotQ4_0(static_cast<const BlockQ4_0*>(w), a8, n / kQk);
+      return Dot_0(static_cast<const BlockQ4_0*>(w), a8, n / kQk,
+                   [](const BlockQ4_0& blk, int j) { return NibbleAt(blk.qs, j) - 8; });
     case TensorType::kQ5_0:
-      return DotQ5_0(static_cast<const BlockQ5_0*>(w), a8, n / kQk);
+      return Dot_0(static_cast<const BlockQ5_0*>(w), a8, n / kQk,
+                   [](const BlockQ5_0& blk, int j) { return Q5At(blk.qs, blk.qh, j) - 16; });
     case TensorType::kQ4_1:
-      return DotQ_1(static_cast<const BlockQ4_1*>(w), a81, n / kQk,
-                    [](const BlockQ4_1& blk, int j) { return NibbleAt(blk.qs, j); });
+      return Dot_1(static_cast<const BlockQ4_1*>(w), a81, n / kQk,
+                   [](const BlockQ4_1& blk, int j) { return NibbleAt(blk.qs, j); });
     case TensorType::kQ5_1:
-      return DotQ_1(static_cast<const BlockQ5_1*>(w), a81, n / kQk,
-                    [](const BlockQ5_1& blk, int j) { return Q5At(blk.qs, blk.qh, j); });
+      return Dot_1(static_cast<const BlockQ5_1*>(w), a81, n / kQk,
+                   [](const BlockQ5_1& blk, int j) { return Q5At(blk.qs, blk.qh, j); });
     case TensorType::kQ4_K:
       return DotQ4_5K(static_cast<const uint8_t*>(w), sizeof(BlockQ4_K), false, ak, n / kQkK);
     case TensorType::kQ5_K:
