@@ -66,6 +66,13 @@ LLAMAY_AVX2_INLINE __m256i FifthBits(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+// Bytes p[0..3] in every 32-bit lane.
+LLAMAY_AVX2_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
 LLAMAY_AVX2_INLINE __m256i Load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }

@@ -1,7 +1,12 @@
-// AVX2 tile kernels for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations. Each (row, token) pair
-// keeps an int32 vector of scaled partial sums for the current super-block; the sub-block scales are
-// applied with vpmaddwd, so everything up to the per-super-block f32 step of vec_dot.h is exact.
+// AVX2 tile kernels for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations. K45Kernel (Q4_K and Q5_K
+// with one token) and Q6KKernel keep an int32 vector of scaled partial sums per (row, token) pair for the
+// current super-block; the sub-block scales are applied with vpmaddwd, so everything up to the
+// per-super-block f32 step of vec_dot.h is exact. Q4_K and Q5_K with several tokens put eight rows in the
+// lanes of a register instead (TilePackedK45 below).
 #if defined(__x86_64__)
+#include <cstddef>
+#include <vector>
+
 #include "kernels/avx2_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -183,15 +188,256 @@ struct Q6KKernel {
   }
 };
 
+// ---- Q4_K / Q5_K with several tokens: eight rows' weights transposed once per tile -----------------------
+// The idea of TilePacked in matmul_avx2_q.cc: per group of 8 rows (row r in 32-bit lane r) and super-block,
+// the weights are unpacked and transposed once per tile, so that register j of sub-block s holds elements
+// 4j..4j+3 of sub-block s of row r in lane r (Q5_K: with the fifth bit). Per token and sub-block, eight
+// vpmaddubsw against a broadcast of activation bytes 32s+4j..32s+4j+3 add up in int16 (8 x 2 x 15 x 128 =
+// 30720; Q5_K, values up to 31, four at a time: 31744), and one vpmaddwd against the rows' scale sc_s (an
+// int16 pair per lane) gives sc_s x (sub-block sum) in int32 for the eight rows; smin is four vpmaddwd of the
+// rows' mins (pairs mn_2k, mn_2k+1) against the token's bsum pairs. No horizontal sums: the f32 step of
+// vec_dot.h then runs for eight rows at once, in the reference's order (mul, mul, sub, add; no FMA).
+// One token (decode) stays on K45Kernel above: it streams the weights with prefetching and has nothing to
+// amortise a transposition over.
+
+// The 8x8 dword transposition of matmul_avx2_q.cc's Transpose8x8Epi32 for rows in memory: its last stage
+// (the 128-bit halves) done by the loads.
+LLAMAY_AVX2_INLINE __m256i Load2x128(const uint8_t* lo, const uint8_t* hi) {
+  return _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+}
+// x[k]: dwords 0..3 of row k (low half), of row k + 4 (high half) -> out[i]: dword i of rows 0..7.
+LLAMAY_AVX2_INLINE void Transpose4x4Halves(const __m256i* x, __m256i* out) {
+  const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+// p[r] + off: 32 bytes of row r -> out[j]: dword j of rows 0..7 (row r in lane r).
+LLAMAY_AVX2_INLINE void LoadTransposed8(const uint8_t* const* p, size_t off, __m256i* out) {
+  __m256i x[4];
+  for (int k = 0; k < 4; ++k) x[k] = Load2x128(p[k] + off, p[k + 4] + off);
+  Transpose4x4Halves(x, out);
+  for (int k = 0; k < 4; ++k) x[k] = Load2x128(p[k] + off + 16, p[k + 4] + off + 16);
+  Transpose4x4Halves(x, out + 4);
+}
+
+template <typename Block, bool kFive>
+struct alignas(32) PackedK45 {
+  __m256i q[8][8];  // sub-block s, register j: elements 4j..4j+3 of sub-block s of row r in lane r
+  __m256i sc[8];    // sub-block s: lane r = sc_s of row r, twice, as int16
+  __m256i mn[4];    // register k: lane r = (mn_2k, mn_2k+1) of row r as int16
+  __m256 d, dmin;   // lane r: row r's f16 d and dmin, converted
+};
+
+template <typename Block, bool kFive>
+LLAMAY_AVX2_INLINE void PackK45(const uint8_t* const* w, int64_t b, PackedK45<Block, kFive>* out) {
+  const uint8_t* blk[8];
+  for (int r = 0; r < 8; ++r) blk[r] = w[r] + b * sizeof(Block);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256i qh[8];
+  if constexpr (kFive) LoadTransposed8(blk, offsetof(Block, qh), qh);
+  for (int c = 0; c < 4; ++c) {
+    __m256i raw[8];
+    LoadTransposed8(blk, offsetof(Block, qs) + 32 * c, raw);
+    for (int j = 0; j < 8; ++j) {
+      __m256i lo = _mm256_and_si256(raw[j], low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw[j], 4), low4);
+      if constexpr (kFive) {
+        // Bit s of each qh byte to bit 4 (shifts of at most 4 keep bit 4 within its byte).
+        const __m256i bit4 = _mm256_set1_epi8(0x10);
+        const int s = 2 * c;
+        lo = _mm256_or_si256(
+            lo, _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(qh[j], 4 - s) : _mm256_srli_epi16(qh[j], s - 4),
+                                 bit4));
+        hi = _mm256_or_si256(
+            hi, _mm256_and_si256(
+                    s + 1 <= 4 ? _mm256_slli_epi16(qh[j], 3 - s) : _mm256_srli_epi16(qh[j], s - 3), bit4));
+      }
+      out->q[2 * c][j] = lo;
+      out->q[2 * c + 1][j] = hi;
+    }
+  }
+  // Bytes 0..15 of each block: (d, dmin), then the scale words a, b, c of UnpackScalesMinsK4.
+  __m256i x[4], f[4];
+  for (int k = 0; k < 4; ++k) x[k] = Load2x128(blk[k], blk[k + 4]);
+  Transpose4x4Halves(x, f);
+  const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i sc_lo = _mm256_and_si256(f[1], m6), mn_lo = _mm256_and_si256(f[2], m6);
+  const __m256i sc_hi =
+      _mm256_or_si256(_mm256_and_si256(f[3], m4), _mm256_and_si256(_mm256_srli_epi32(f[1], 2), m30));
+  const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(f[3], 4), m4),
+                                        _mm256_and_si256(_mm256_srli_epi32(f[2], 2), m30));
+  for (int s = 0; s < 8; ++s) {
+    const char i = static_cast<char>(s & 3), z = static_cast<char>(0x80);
+    const __m256i mask =
+        _mm256_setr_epi8(i, z, i, z, i + 4, z, i + 4, z, i + 8, z, i + 8, z, i + 12, z, i + 12, z, i, z, i, z,
+                         i + 4, z, i + 4, z, i + 8, z, i + 8, z, i + 12, z, i + 12, z);
+    out->sc[s] = _mm256_shuffle_epi8(s < 4 ? sc_lo : sc_hi, mask);
+  }
+  for (int k = 0; k < 4; ++k) {
+    const char i = static_cast<char>(2 * (k & 1)), i1 = static_cast<char>(i + 1), z = static_cast<char>(0x80);
+    const __m256i mask =
+        _mm256_setr_epi8(i, z, i1, z, i + 4, z, i1 + 4, z, i + 8, z, i1 + 8, z, i + 12, z, i1 + 12, z,  //
+                         i, z, i1, z, i + 4, z, i1 + 4, z, i + 8, z, i1 + 8, z, i + 12, z, i1 + 12, z);
+    out->mn[k] = _mm256_shuffle_epi8(k < 2 ? mn_lo : mn_hi, mask);
+  }
+  // f[0] lane r = d | dmin << 16: per half, the d words, then the dmin words; then d of rows 0..7 in the low
+  // 128 bits, dmin in the high.
+  const __m256i words =
+      _mm256_shuffle_epi8(f[0], _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                                                 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i dd = _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0));
+  out->d = _mm256_cvtph_ps(_mm256_castsi256_si128(dd));
+  out->dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dd, 1));
+}
+
+// 8 packed rows x T tokens. bs[t * nb * 4 + 4 * b + k]: token t's bsum sums of sub-blocks 2k, 2k+1 of
+// super-block b, as an int16 pair.
+template <typename Block, bool kFive, int T>
+LLAMAY_AVX2 void RunPackedK45(const PackedK45<Block, kFive>* pk, const uint8_t* act, size_t as,
+                              const int32_t* bs, int64_t nb, float* const* y, size_t ys,
+                              const uint8_t* ahead) {
+  const int8_t* a[T];
+  const BlockQ8_K* ab[T];
+  for (int t = 0; t < T; ++t) {
+    ab[t] = reinterpret_cast<const BlockQ8_K*>(act + t * as);
+    a[t] = ab[t]->qs;
+  }
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const PackedK45<Block, kFive>& p = pk[b];
+    if (ahead != nullptr) {
+      // The next 8 rows, which the next packing reads (the weights may come from memory): rows are usually
+      // contiguous, so a share of 8 blocks per block.
+      const char* next = reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(sizeof(Block));
+      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64)
+        _mm_prefetch(next + off, _MM_HINT_T0);
+    }
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int8_t* as_s[T];
+      for (int t = 0; t < T; ++t) as_s[t] = a[t] + b * static_cast<int64_t>(sizeof(BlockQ8_K)) + 32 * s;
+      constexpr int kRun = kFive ? 4 : 8;  // registers whose pair sums add up in int16
+#pragma GCC unroll 2
+      for (int j0 = 0; j0 < 8; j0 += kRun) {
+        __m256i s16[T];
+#pragma GCC unroll 8
+        for (int j = j0; j < j0 + kRun; ++j) {
+          const __m256i q = p.q[s][j];
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const __m256i prod = _mm256_maddubs_epi16(q, avx2::Broadcast4Bytes(as_s[t] + 4 * j));
+            s16[t] = j == j0 ? prod : _mm256_add_epi16(s16[t], prod);
+            // Keeps the sums as T running chains: GCC would otherwise reassociate them into trees of
+            // maddubs results and spill them.
+            __asm__("" : "+x"(s16[t]));
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], p.sc[s]));
+          __asm__("" : "+x"(isum[t]));
+        }
+      }
+    }
+    const __m256 d = p.d, dmin = p.dmin;
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const int32_t* bt = bs + t * nb * 4 + 4 * b;
+      __m256i smin = _mm256_madd_epi16(p.mn[0], _mm256_set1_epi32(bt[0]));
+      for (int k = 1; k < 4; ++k)
+        smin = _mm256_add_epi32(smin, _mm256_madd_epi16(p.mn[k], _mm256_set1_epi32(bt[k])));
+      const __m256 da = _mm256_set1_ps(ab[t][b].d);
+      const __m256 dd = _mm256_mul_ps(d, da), dm = _mm256_mul_ps(dmin, da);
+      acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), dd),
+                                                   _mm256_mul_ps(_mm256_cvtepi32_ps(smin), dm)));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    for (int r = 0; r < 8; ++r)
+      if (y[r] != nullptr) y[r][t * ys] = out[r];
+  }
+}
+
+// Tokens per register tile of the packed kernel (3, 5 and 6 measured the same on 512-1024 x 1024-2816).
+constexpr int kPackedTokens = 4;
+
+// RunPackedK45<Block, kFive, n> for 1 <= n <= T.
+template <typename Block, bool kFive, int T>
+LLAMAY_AVX2_INLINE void RunPackedUpTo(int n, const PackedK45<Block, kFive>* pk, const uint8_t* act, size_t as,
+                                      const int32_t* bs, int64_t nb, float* const* y, size_t ys,
+                                      const uint8_t* ahead) {
+  if constexpr (T > 1) {
+    if (n < T) return RunPackedUpTo<Block, kFive, T - 1>(n, pk, act, as, bs, nb, y, ys, ahead);
+  }
+  RunPackedK45<Block, kFive, T>(pk, act, as, bs, nb, y, ys, ahead);
+}
+
+template <typename Block, bool kFive>
+LLAMAY_AVX2 void TilePackedK45(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  using Packed = PackedK45<Block, kFive>;
+  const int64_t nb = n_in / kQkK;
+  thread_local std::vector<Packed> packed;
+  thread_local std::vector<int32_t> bsum_pairs;
+  if (packed.size() < static_cast<size_t>(nb)) packed.resize(static_cast<size_t>(nb));
+  bsum_pairs.resize(static_cast<size_t>(tokens * nb * 4));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int16_t* q = reinterpret_cast<const BlockQ8_K*>(act + t * as)[b].bsums;
+      for (int k = 0; k < 4; ++k) {
+        const int32_t lo = q[4 * k] + q[4 * k + 1], hi = q[4 * k + 2] + q[4 * k + 3];  // |.| <= 4096
+        bsum_pairs[static_cast<size_t>(t * nb * 4 + 4 * b + k)] =
+            static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                 (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; r += 8) {
+    const uint8_t* wr[8];
+    float* yr[8];
+    for (int64_t i = 0; i < 8; ++i) {
+      const bool pad = r + i >= rows;
+      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
+      yr[i] = pad ? nullptr : y + r + i;
+    }
+    for (int64_t b = 0; b < nb; ++b) PackK45<Block, kFive>(wr, b, &packed[static_cast<size_t>(b)]);
+    const uint8_t* pf = r + 8 < rows ? w + (r + 8) * ws : nullptr;  // prefetched during the first token tile
+    for (int64_t t = 0; t < tokens;) {
+      float* yt[8];
+      for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
+      const uint8_t* at = act + t * as;
+      const int32_t* bt = bsum_pairs.data() + t * nb * 4;
+      if (t > 0) pf = nullptr;
+      // Token tiles of at most kPackedTokens, as even as possible (8 tokens: 4 + 4 rather than 6 + 2).
+      const int64_t rest = tokens - t, groups = (rest + kPackedTokens - 1) / kPackedTokens;
+      const int n = static_cast<int>((rest + groups - 1) / groups);
+      RunPackedUpTo<Block, kFive, kPackedTokens>(n, packed.data(), at, as, bt, nb, yt, ys, pf);
+      t += n;
+    }
+  }
+}
+
 }  // namespace
 
 LLAMAY_AVX2 void TileAvx2Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  avx2::RunTile<K45Kernel<BlockQ4_K, false, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  if (tokens == 1)
+    return avx2::RunTile<K45Kernel<BlockQ4_K, false, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  TilePackedK45<BlockQ4_K, false>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  avx2::RunTile<K45Kernel<BlockQ5_K, true, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  if (tokens == 1)
+    return avx2::RunTile<K45Kernel<BlockQ5_K, true, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  TilePackedK45<BlockQ5_K, true>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {

@@ -218,12 +218,6 @@ LLAMAY_AVX2_INLINE void Transpose8x8Epi32(__m256i* v) {
   }
 }
 
-LLAMAY_AVX2_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 template <typename B, int kOff, bool kFive>
 struct PackedNibbles {
   using Block = B;
@@ -248,10 +242,10 @@ struct PackedNibbles {
     constexpr int kRun = kFive ? 4 : 8;  // j partials that add up in int16
     __m256i sum = _mm256_setzero_si256();
     for (int j0 = 0; j0 < 8; j0 += kRun) {
-      __m256i s16 = _mm256_maddubs_epi16(p.k[j0], Broadcast4Bytes(a + 4 * j0));
+      __m256i s16 = _mm256_maddubs_epi16(p.k[j0], avx2::Broadcast4Bytes(a + 4 * j0));
 #pragma GCC unroll 7
       for (int j = j0 + 1; j < j0 + kRun; ++j)
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(p.k[j], Broadcast4Bytes(a + 4 * j)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(p.k[j], avx2::Broadcast4Bytes(a + 4 * j)));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
     }
     return sum;
@@ -276,7 +270,7 @@ struct PackedQ8_0 {
     __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i s16 = _mm256_maddubs_epi16(p.abs[j], _mm256_sign_epi8(Broadcast4Bytes(a + 4 * j), p.w[j]));
+      const __m256i s16 = _mm256_maddubs_epi16(p.abs[j], _mm256_sign_epi8(avx2::Broadcast4Bytes(a + 4 * j), p.w[j]));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
     }
     return sum;
