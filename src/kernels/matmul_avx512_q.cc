@@ -45,12 +45,6 @@ constexpr int kGroup = 16;           // rows per register: one per lane
 constexpr int kTokenTile = 8;        // tokens per register tile with several tokens
 constexpr int kPrefetchBytes = 256;  // how far ahead each weight row is prefetched when it is streamed
 
-LLAMAY_AVX512_INLINE int32_t Load32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 LLAMAY_AVX512_INLINE __m512i Broadcast256(const void* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
 }
@@ -58,23 +52,6 @@ LLAMAY_AVX512_INLINE __m512i Broadcast256(const void* p) {
 LLAMAY_AVX512_INLINE __m512i Pair256(const void* lo, const void* hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
                             _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
-}
-
-LLAMAY_AVX512_INLINE __m512i Load4x128(const void* p0, const void* p1, const void* p2, const void* p3) {
-  const __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(p0)));
-  const __m512i v1 = _mm512_inserti32x4(v, _mm_loadu_si128(static_cast<const __m128i*>(p1)), 1);
-  const __m512i v2 = _mm512_inserti32x4(v1, _mm_loadu_si128(static_cast<const __m128i*>(p2)), 2);
-  return _mm512_inserti32x4(v2, _mm_loadu_si128(static_cast<const __m128i*>(p3)), 3);
-}
-
-// Per 128-bit lane, the 4x4 dword transpose of x[0..3]: y[j] = [x0.j, x1.j, x2.j, x3.j].
-LLAMAY_AVX512_INLINE void Transpose4x4(const __m512i* x, __m512i* y) {
-  const __m512i t0 = _mm512_unpacklo_epi32(x[0], x[1]), t1 = _mm512_unpackhi_epi32(x[0], x[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(x[2], x[3]), t3 = _mm512_unpackhi_epi32(x[2], x[3]);
-  y[0] = _mm512_unpacklo_epi64(t0, t2);
-  y[1] = _mm512_unpackhi_epi64(t0, t2);
-  y[2] = _mm512_unpacklo_epi64(t1, t3);
-  y[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
 // The f16 scales at p + i * s (i < 16; every block starts with its scale), converted: row i in lane i.
@@ -108,8 +85,9 @@ struct Q8_0Weights {
       const int r = PairLo(i);
       z[i] = Pair256(p + r * s + kQs, p + (r + 4) * s + kQs);
     }
-    Transpose4x4(z, a);      // a[j] lanes: rows 0..3 dword j | rows 0..3 dword j+4 | rows 4..7 j | 4..7 j+4
-    Transpose4x4(z + 4, c);  // the same for rows 8..15
+    avx512::Transpose4x4(z,
+                         a);  // a[j] lanes: rows 0..3 dword j | rows 0..3 dword j+4 | rows 4..7 j | 4..7 j+4
+    avx512::Transpose4x4(z + 4, c);  // the same for rows 8..15
     const __m512i flip = _mm512_set1_epi8(-128);
     for (int j = 0; j < 4; ++j) {
       out[j] = _mm512_xor_si512(_mm512_shuffle_i32x4(a[j], c[j], _MM_SHUFFLE(2, 0, 2, 0)), flip);
@@ -132,8 +110,9 @@ struct NibbleWeights {
   LLAMAY_AVX512_INLINE static void Transpose(const uint8_t* p, size_t s, __m512i* out) {
     __m512i x[4], y[4];
     for (int i = 0; i < 4; ++i)  // lane L of x[i]: row 4L + i, so that y[k] lane L is rows 4L..4L+3
-      x[i] = Load4x128(p + i * s + kQs, p + (4 + i) * s + kQs, p + (8 + i) * s + kQs, p + (12 + i) * s + kQs);
-    Transpose4x4(x, y);
+      x[i] = avx512::Load4x128(p + i * s + kQs, p + (4 + i) * s + kQs, p + (8 + i) * s + kQs,
+                               p + (12 + i) * s + kQs);
+    avx512::Transpose4x4(x, y);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
       out[k] = _mm512_and_si512(y[k], low4);
@@ -143,7 +122,7 @@ struct NibbleWeights {
       // qh of row i in lane i (the first dword of 16 bytes loaded at the qh).
       const uint8_t* h = p + offsetof(Block, qh);
       for (int i = 0; i < 4; ++i)
-        x[i] = Load4x128(h + i * s, h + (4 + i) * s, h + (8 + i) * s, h + (12 + i) * s);
+        x[i] = avx512::Load4x128(h + i * s, h + (4 + i) * s, h + (8 + i) * s, h + (12 + i) * s);
       const __m512i qh =
           _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpacklo_epi32(x[2], x[3]));
       const __m512i sixteen = _mm512_set1_epi8(0x10);
@@ -292,7 +271,7 @@ LLAMAY_AVX512_INLINE void RowsByTokens(Src src, const Acts& pa, int64_t t0, int6
     for (int k = 0; k < 8; ++k) {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
-        s[t] = _mm512_dpbusd_epi32(s[t], g.w[k], _mm512_set1_epi32(Load32(qs + t * kQk + 4 * k)));
+        s[t] = _mm512_dpbusd_epi32(s[t], g.w[k], _mm512_set1_epi32(avx512::Load32(qs + t * kQk + 4 * k)));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {

@@ -39,6 +39,11 @@ void TileAvx2Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64
 void TileAvx512Q8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512F32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512F16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 
 // One-token (decode) kernels behind the tile kernels of the same type when tokens == 1: y[r] for r < rows
 // (same bits as the tile kernels; matmul_decode_*.cc says how they read the weights).

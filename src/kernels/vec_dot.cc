@@ -116,6 +116,13 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
     if (type == TensorType::kQ8_0) return TileAvx512Q8_0;
     if (type == TensorType::kQ4_0) return TileAvx512Q4_0;
     if (type == TensorType::kQ5_0) return TileAvx512Q5_0;
+    if (type == TensorType::kQ4_K) return TileAvx512Q4_K;
+    if (type == TensorType::kQ5_K) return TileAvx512Q5_K;
+    if (n_in % 8 == 0) {
+      if (type == TensorType::kF32) return TileAvx512F32;
+      if (type == TensorType::kF16) return TileAvx512F16;
+      if (type == TensorType::kBF16) return TileAvx512Bf16;
+    }
   }
   if (UsesAvx2(isa)) {
     const bool whole8 = n_in % 8 == 0;
