@@ -77,6 +77,22 @@ LLAMAY_AVX2_INLINE __m256i Load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
+// The 8 rows of a register tile starting at row r of a rows x [ws bytes] matrix: w[i] is row r + i, or the
+// last row again where r + i is past it (y[i], the output of row i, is then null: the result is dropped).
+struct Rows8 {
+  const uint8_t* w[8];
+  float* y[8];
+};
+inline Rows8 RowGroup8(const uint8_t* w, size_t ws, int64_t rows, int64_t r, float* y) {
+  Rows8 g;
+  for (int64_t i = 0; i < 8; ++i) {
+    const bool pad = r + i >= rows;
+    g.w[i] = w + (pad ? rows - 1 : r + i) * ws;
+    g.y[i] = pad ? nullptr : y + r + i;
+  }
+  return g;
+}
+
 // Runs Kernel::Run<R, T>(w, w_stride, act, act_stride, n_in, y, y_stride) over a rows x tokens tile in
 // register tiles of Kernel::kRows x Kernel::kTokens, with smaller instantiations for the edges.
 template <class Kernel, int R>

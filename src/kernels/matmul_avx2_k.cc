@@ -66,7 +66,8 @@ struct K45Kernel {
         UnpackScalesMinsK4(blk[r]->scales, &sc8, &mn8);
         const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn8));
         mins16[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        scales16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+        scales16[r] =
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
       }
       __m256i isum[R][T];
       for (int r = 0; r < R; ++r)
@@ -156,8 +157,9 @@ struct Q6KKernel {
           const __m256i sh = _mm256_broadcastsi128_si256(
               _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[r]->scales + 8 * h))));
           for (int k = 0; k < 4; ++k) {
-            const __m256i mask = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((4 * k) | ((4 * k + 1) << 8))),
-                                                   _mm_set1_epi16(static_cast<short>((4 * k + 2) | ((4 * k + 3) << 8))));
+            const __m256i mask =
+                _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((4 * k) | ((4 * k + 1) << 8))),
+                                  _mm_set1_epi16(static_cast<short>((4 * k + 2) | ((4 * k + 3) << 8))));
             sv[r][k] = _mm256_shuffle_epi8(sh, mask);
           }
         }
@@ -401,13 +403,9 @@ LLAMAY_AVX2 void TilePackedK45(const uint8_t* w, size_t ws, int64_t rows, const 
     }
   }
   for (int64_t r = 0; r < rows; r += 8) {
-    const uint8_t* wr[8];
-    float* yr[8];
-    for (int64_t i = 0; i < 8; ++i) {
-      const bool pad = r + i >= rows;
-      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
-      yr[i] = pad ? nullptr : y + r + i;
-    }
+    const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
+    const uint8_t* const* wr = g.w;
+    float* const* yr = g.y;
     for (int64_t b = 0; b < nb; ++b) PackK45<Block, kFive>(wr, b, &packed[static_cast<size_t>(b)]);
     const uint8_t* pf = r + 8 < rows ? w + (r + 8) * ws : nullptr;  // prefetched during the first token tile
     for (int64_t t = 0; t < tokens;) {

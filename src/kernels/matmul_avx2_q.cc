@@ -122,7 +122,8 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
     if constexpr (T == 1) {
       // Decode streams the weights: prefetch the next tile's share (its rows usually follow these).
       const char* next = reinterpret_cast<const char*>(ahead) + b * 8 * sizeof(Block);
-      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64)
+        _mm_prefetch(next + off, _MM_HINT_T0);
     }
     typename Tr::W wv[8];
 #pragma GCC unroll 8
@@ -140,7 +141,8 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
       const __m256 isum = _mm256_cvtepi32_ps(HsumRows8(m));
       const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(F16(ab.d)));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(isum, dd));
-      if constexpr (Tr::kHasMin) macc[t] = _mm256_add_ps(macc[t], _mm256_mul_ps(mw, _mm256_set1_ps(F16(ab.s))));
+      if constexpr (Tr::kHasMin)
+        macc[t] = _mm256_add_ps(macc[t], _mm256_mul_ps(mw, _mm256_set1_ps(F16(ab.s))));
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -156,17 +158,13 @@ constexpr int kTokens = 4;  // tokens per register tile
 
 // Tiles of 8 rows (a short last tile repeats its last row; those results are dropped) x kTokens tokens.
 template <class Tr>
-LLAMAY_AVX2 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
-                      int64_t n_in, float* y, size_t ys) {
+LLAMAY_AVX2 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                      int64_t tokens, int64_t n_in, float* y, size_t ys) {
   const int64_t nb = n_in / kQk;
   for (int64_t r = 0; r < rows; r += 8) {
-    const uint8_t* wr[8];
-    float* yr[8];
-    for (int64_t i = 0; i < 8; ++i) {
-      const bool pad = r + i >= rows;
-      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
-      yr[i] = pad ? nullptr : y + r + i;
-    }
+    const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
+    const uint8_t* const* wr = g.w;
+    float* const* yr = g.y;
     const uint8_t* ahead = w + (r + 8) * ws;
     int64_t t = 0;
     for (; t + kTokens <= tokens; t += kTokens) {
@@ -270,7 +268,8 @@ struct PackedQ8_0 {
     __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i s16 = _mm256_maddubs_epi16(p.abs[j], _mm256_sign_epi8(avx2::Broadcast4Bytes(a + 4 * j), p.w[j]));
+      const __m256i s16 =
+          _mm256_maddubs_epi16(p.abs[j], _mm256_sign_epi8(avx2::Broadcast4Bytes(a + 4 * j), p.w[j]));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
     }
     return sum;
@@ -322,13 +321,9 @@ LLAMAY_AVX2 void TilePacked(const uint8_t* w, size_t ws, int64_t rows, const uin
     }
   }
   for (int64_t r = 0; r < rows; r += 8) {
-    const uint8_t* wr[8];
-    float* yr[8];
-    for (int64_t i = 0; i < 8; ++i) {
-      const bool pad = r + i >= rows;
-      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
-      yr[i] = pad ? nullptr : y + r + i;
-    }
+    const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
+    const uint8_t* const* wr = g.w;
+    float* const* yr = g.y;
     for (int64_t b = 0; b < nb; ++b) P::Pack(wr, b, &packed[static_cast<size_t>(b)]);
     for (int64_t t = 0; t < tokens;) {
       float* yt[8];

@@ -168,13 +168,9 @@ template <typename ActBlock, typename Run>
 void AllRows(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t nb, const ActBlock* pa,
              float* y, Run run) {
   for (int64_t r = 0; r < rows; r += 8) {
-    const uint8_t* wr[8];
-    float* yr[8];
-    for (int64_t i = 0; i < 8; ++i) {
-      const bool pad = r + i >= rows;
-      wr[i] = w + (pad ? rows - 1 : r + i) * ws;
-      yr[i] = pad ? nullptr : y + r + i;
-    }
+    const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
+    const uint8_t* const* wr = g.w;
+    float* const* yr = g.y;
     run(wr, w + (r + 8) * ws, pa, nb, act, yr);
   }
 }
