@@ -122,8 +122,8 @@ TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
   std::mt19937 rng(15);
   for (TensorType t : kAllTypes) {
     const bool k = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
-    const std::vector<int64_t> lengths = k ? std::vector<int64_t>{256, 768, 2816 / 256 * 256}
-                                           : std::vector<int64_t>{32, 96, 160, 2816};
+    const std::vector<int64_t> lengths =
+        k ? std::vector<int64_t>{256, 768, 2816 / 256 * 256} : std::vector<int64_t>{32, 96, 160, 2816};
     for (int64_t n_in : lengths) {
       const int64_t max_rows = 19;
       const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
@@ -140,7 +140,8 @@ TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
           GetTileFn(t, isa, n_in)(w.data(), ws, rows, act.data(), 0, 1, n_in, y.data(), 1);
           int64_t mismatches = 0;
           for (int64_t r = 0; r < rows; ++r)
-            mismatches += Bits(y[r]) != Bits(VecDot(t, packed.data() + r * rb, act.data(), n_in, Isa::kScalar));
+            mismatches +=
+                Bits(y[r]) != Bits(VecDot(t, packed.data() + r * rb, act.data(), n_in, Isa::kScalar));
           EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
                                    << " rows=" << rows;
           for (int64_t i = rows; i < rows + 8; ++i)
@@ -152,6 +153,29 @@ TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
   }
 }
 
+// Random weights and prepared activations stored with row strides wider than their rows (40 and 24 spare
+// bytes, filled with 0xFF and 0xEE), as a caller with padded rows passes them; `packed` holds the weight
+// rows without padding, for the reference.
+struct StridedProblem {
+  std::vector<uint8_t> packed, w, act;
+  size_t rb, ws, as;  // weight row bytes, weight stride, activation stride
+};
+StridedProblem MakeStrided(std::mt19937& rng, TensorType t, int64_t n_in, int64_t rows, int64_t tokens) {
+  StridedProblem p;
+  p.rb = TypeRowBytes(t, n_in);
+  p.ws = p.rb + 40;
+  p.packed = test_util::RandomRawWeights(rng, t, rows, n_in);
+  p.w.assign(p.ws * rows, 0xFF);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(p.w.data() + r * p.ws, p.packed.data() + r * p.rb, p.rb);
+  const ActFormat f = ActivationFormat(t);
+  p.as = ActivationRowBytes(f, n_in) + 24;
+  p.act.assign(p.as * tokens, 0xEE);
+  const auto x = RandomFloats(rng, tokens * n_in);
+  for (int64_t k = 0; k < tokens; ++k)
+    QuantizeActivationRow(f, x.data() + k * n_in, n_in, p.act.data() + k * p.as);
+  return p;
+}
+
 // The several-token paths of the K-quants tile rows in groups of 8 and tokens in register tiles: every row
 // count from 1 to 19 with every token count from 2 to 17 and several row lengths, each element against the
 // scalar dot, with row and activation strides wider than the rows; nothing is written outside the tile.
@@ -160,16 +184,8 @@ TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
   for (TensorType t : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     for (int64_t n_in : {256, 768, 2816}) {
       const int64_t max_rows = 19, max_tokens = 17, ys = 32;
-      const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
-      const auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
-      std::vector<uint8_t> w(ws * max_rows, 0xFF);
-      for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
-      const ActFormat f = ActivationFormat(t);
-      const size_t arb = ActivationRowBytes(f, n_in), as = arb + 24;
-      std::vector<uint8_t> act(as * max_tokens, 0xEE);
-      const auto x = RandomFloats(rng, max_tokens * n_in);
-      for (int64_t k = 0; k < max_tokens; ++k)
-        QuantizeActivationRow(f, x.data() + k * n_in, n_in, act.data() + k * as);
+      const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
+      const auto& [packed, w, act, rb, ws, as] = p;
       std::vector<uint32_t> want(max_tokens * max_rows);
       for (int64_t k = 0; k < max_tokens; ++k)
         for (int64_t r = 0; r < max_rows; ++r)
@@ -209,16 +225,8 @@ TEST(MatMul, TilePathsMatchTheReferenceForEveryTokenCount) {
   for (TensorType t : kAllTypes) {
     if (t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K) continue;  // see above
     const int64_t n_in = 96, max_rows = 37, max_tokens = 17;
-    const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
-    const auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
-    std::vector<uint8_t> w(ws * max_rows, 0xFF);
-    for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
-    const ActFormat f = ActivationFormat(t);
-    const size_t as = ActivationRowBytes(f, n_in) + 24;
-    std::vector<uint8_t> act(as * max_tokens, 0xEE);
-    const auto x = RandomFloats(rng, max_tokens * n_in);
-    for (int64_t k = 0; k < max_tokens; ++k)
-      QuantizeActivationRow(f, x.data() + k * n_in, n_in, act.data() + k * as);
+    const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
+    const auto& [packed, w, act, rb, ws, as] = p;
     for (Isa isa : SupportedIsas()) {
       for (int64_t rows : {1, 5, 15, 16, 19, 37}) {
         const size_t ys = rows + 3;  // 3 canaries after each token's rows
