@@ -66,6 +66,18 @@ LLAMAY_AVX2_INLINE __m256i FifthBits(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
+// The f16 field at byte `offset` of block b (blocks of kBlockBytes) of 8 rows, converted: row i in lane i.
+template <size_t kBlockBytes>
+LLAMAY_AVX2_INLINE __m256 Gather8F16(const uint8_t* const* w, int64_t b, size_t offset) {
+  uint64_t lo = 0, hi = 0;
+  for (int i = 0; i < 8; ++i) {
+    uint16_t h;
+    __builtin_memcpy(&h, w[i] + b * static_cast<int64_t>(kBlockBytes) + offset, 2);
+    (i < 4 ? lo : hi) |= static_cast<uint64_t>(h) << (16 * (i % 4));
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
+}
+
 // Bytes p[0..3] in every 32-bit lane.
 LLAMAY_AVX2_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
   int32_t v;

@@ -99,14 +99,6 @@ LLAMAY_AVX2_INLINE __m256i HsumRows8(const __m256i* m) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
-// The f16 field at byte `offset` of block b of 8 rows, converted: row i in lane i.
-template <typename Block>
-LLAMAY_AVX2_INLINE __m256 Gather8F16(const uint8_t* const* w, int64_t b, size_t offset) {
-  alignas(16) uint16_t h[8];
-  for (int i = 0; i < 8; ++i) __builtin_memcpy(&h[i], w[i] + b * sizeof(Block) + offset, 2);
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
-}
-
 // 8 rows (one per lane) x T tokens. Per block and token: the eight rows' exact int32 block sums in one
 // register (vpmaddubsw + vpmaddwd per row, then HsumRows8), then acc = acc + float(isum) * (d_w * d_a) for
 // the eight rows at once, as reference/dot_ref.cc does for each.
@@ -128,9 +120,9 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
     typename Tr::W wv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
-    const __m256 dw = Gather8F16<Block>(w, b, offsetof(Block, d));
+    const __m256 dw = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
     __m256 mw = _mm256_setzero_ps();
-    if constexpr (Tr::kHasMin) mw = Gather8F16<Block>(w, b, offsetof(Block, m));
+    if constexpr (Tr::kHasMin) mw = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, m));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const ActBlock& ab = reinterpret_cast<const ActBlock*>(act + t * as)[b];
@@ -233,7 +225,7 @@ struct PackedNibbles {
     }
     Transpose8x8Epi32(v);
     for (int j = 0; j < 8; ++j) out->k[j] = v[j];
-    out->d = Gather8F16<Block>(w, b, offsetof(Block, d));
+    out->d = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
   }
   // The eight rows' sums of q * a (offset not yet taken out).
   LLAMAY_AVX2_INLINE static __m256i Sums(const Packed& p, const int8_t* a, __m256i ones) {
@@ -262,7 +254,7 @@ struct PackedQ8_0 {
     for (int r = 0; r < 8; ++r) v[r] = Load256(reinterpret_cast<const Block*>(w[r])[b].qs);
     Transpose8x8Epi32(v);
     for (int j = 0; j < 8; ++j) out->w[j] = v[j], out->abs[j] = _mm256_abs_epi8(v[j]);
-    out->d = Gather8F16<Block>(w, b, offsetof(Block, d));
+    out->d = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
   }
   LLAMAY_AVX2_INLINE static __m256i Sums(const Packed& p, const int8_t* a, __m256i ones) {
     __m256i sum = _mm256_setzero_si256();

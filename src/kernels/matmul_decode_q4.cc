@@ -19,7 +19,7 @@
 // below 2^24, so the sums, and their conversion to float, are exact). The f16 scales of 8 rows are gathered
 // with scalar loads into one vector and converted together.
 #if defined(__x86_64__)
-#include <cstring>
+#include <cstddef>
 #include <vector>
 
 #include "kernels/avx2_util.h"
@@ -42,19 +42,11 @@ LLAMAY_AVX2_INLINE void PrefetchShare(const uint8_t* ahead, int64_t b) {
   _mm_prefetch(p + 128, _MM_HINT_T0);
 }
 
-uint16_t ScaleBits(const uint8_t* row, int64_t b) {
-  uint16_t d;
-  std::memcpy(&d, row + b * sizeof(BlockQ4_0), 2);
-  return d;
-}
 const uint8_t* Nibbles(const uint8_t* row, int64_t b) { return row + b * sizeof(BlockQ4_0) + 2; }
 
 // The f16 scales of block b of 8 rows, converted, as one vector (row i in lane i).
 LLAMAY_AVX2_INLINE __m256 Scales8(const uint8_t* const* w, int64_t b) {
-  uint64_t lo = 0, hi = 0;
-  for (int i = 0; i < 4; ++i) lo |= static_cast<uint64_t>(ScaleBits(w[i], b)) << (16 * i);
-  for (int i = 0; i < 4; ++i) hi |= static_cast<uint64_t>(ScaleBits(w[4 + i], b)) << (16 * i);
-  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
+  return avx2::Gather8F16<sizeof(BlockQ4_0)>(w, b, offsetof(BlockQ4_0, d));
 }
 
 // The activation of block b as the kernels need it beyond its bytes: 8 * the sum of its 32 bytes (taken
