@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,6 +272,45 @@ TEST(LoadTest, ErrorsNameTheValue) {
   auto missing = Tokenizer::FromSpec(no_bos);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("bos_token_id"), std::string::npos) << missing.status().message();
+}
+
+// The text indexes (text_index.h): every text finds its id in a vocabulary large enough for collisions, a
+// repeated merge keeps its first rank, a merge matches only its exact "left right", and a special id found
+// by text is the lowest id among the rule's texts.
+TEST(LoadTest, IndexesEveryTextAndTheFirstRankOfAMerge) {
+  std::vector<std::pair<std::string, int32_t>> extra;
+  for (int i = 0; i < 5000; ++i) {
+    char text[16];
+    std::snprintf(text, sizeof(text), "t%d", i);
+    extra.emplace_back(text, kNormal);
+  }
+  extra.emplace_back("<|fim_prefix|>", kNormal);
+  extra.emplace_back("<PRE>", kNormal);
+  VocabSpec spec = BpeSpec("gpt-2", {"a b", "c d", "ab c"}, extra);
+  spec.merges.push_back("a b");      // a repeat: rank 0 stays
+  spec.merges.push_back("nospace");  // no space after the first character: the empty pair
+  auto v = BuildVocab(spec);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  v->CheckInvariants();
+  for (int32_t id = 0; id < v->n_vocab(); ++id) ASSERT_EQ(v->Find(v->tokens[id].text), id);
+  EXPECT_EQ(v->Find("t5000"), -1);
+  EXPECT_EQ(v->Find(""), -1);
+  EXPECT_EQ(v->MergeRank("a", "b"), 0);
+  EXPECT_EQ(v->MergeRank("c", "d"), 1);
+  EXPECT_EQ(v->MergeRank("ab", "c"), 2);
+  EXPECT_EQ(v->MergeRank("", ""), 4);
+  EXPECT_EQ(v->MergeRank("a", "bc"), -1);
+  EXPECT_EQ(v->MergeRank("ab", ""), -1);
+  EXPECT_EQ(v->MergeRank("b", "a"), -1);
+  // Both texts name the FIM prefix; the lower id wins.
+  EXPECT_EQ(v->fim_pre, v->Find("<|fim_prefix|>"));
+  EXPECT_LT(v->Find("<|fim_prefix|>"), v->Find("<PRE>"));
+
+  VocabSpec reversed = BpeSpec("gpt-2", {}, {{"<PRE>", kNormal}, {"<|fim_prefix|>", kNormal}});
+  auto r = BuildVocab(reversed);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->fim_pre, r->Find("<PRE>"));  // the lowest id wins, whatever the list's order
+  EXPECT_TRUE(r->tokens[r->fim_pre].attr & kAttrControl);
 }
 
 TEST(LoadTest, EndOfGenerationByText) {

@@ -91,31 +91,33 @@ Status LoadTokens(VocabSpec& spec, Vocab* v) {
                                 " entries for " + std::to_string(n) + " tokens");
   }
   v->tokens.resize(n);
-  v->text_to_id.reserve(n);
+  v->token_index.Reset(n);
   for (size_t i = 0; i < n; ++i) {
     TokenData& t = v->tokens[i];
     t.text = std::move(spec.tokens[i]);
     if (t.text.empty()) t.text = "[EMPTY_" + std::to_string(i) + "]";
     t.score = spec.scores.empty() ? 0.0f : spec.scores[i];
     t.attr = spec.token_types.empty() ? kAttrNormal : AttrFromType(spec.token_types[i]);
-    const auto [it, inserted] = v->text_to_id.emplace(t.text, static_cast<int32_t>(i));
-    if (!inserted) {
+    const int32_t earlier = v->token_index.Insert(TextIndex::Hash(t.text), static_cast<int32_t>(i),
+                                                  [&](int32_t id) { return v->tokens[id].text == t.text; });
+    if (earlier >= 0) {
       return InvalidArgumentError("duplicate token in vocabulary: '" + t.text + "' has ids " +
-                                  std::to_string(it->second) + " and " + std::to_string(i));
+                                  std::to_string(earlier) + " and " + std::to_string(i));
     }
   }
   return Status::Ok();
 }
 
-Status LoadMerges(const VocabSpec& spec, Vocab* v) {
+Status LoadMerges(VocabSpec& spec, Vocab* v) {
   if (v->type != VocabType::kBpe) return Status::Ok();
-  v->merge_ranks.reserve(spec.merges.size());
-  for (size_t i = 0; i < spec.merges.size(); ++i) {
-    const std::string& m = spec.merges[i];
+  v->merges = std::move(spec.merges);
+  v->merge_index.Reset(v->merges.size());
+  for (size_t i = 0; i < v->merges.size(); ++i) {
+    std::string& m = v->merges[i];
     // Split at the first space after the first character; a line without one is an empty pair.
-    const size_t pos = m.find(' ', 1);
-    std::string key = pos == std::string::npos ? std::string(" ") : m;
-    v->merge_ranks.emplace(std::move(key), static_cast<int32_t>(i));  // the first rank wins
+    if (m.find(' ', 1) == std::string::npos) m.assign(1, ' ');
+    v->merge_index.Insert(TextIndex::Hash(m), static_cast<int32_t>(i),  // the first rank wins
+                          [&](int32_t rank) { return v->merges[rank] == m; });
   }
   return Status::Ok();
 }
@@ -156,8 +158,14 @@ Status ApplySpecialIds(const VocabSpec& spec, Vocab* v) {
   return Status::Ok();
 }
 
-bool TextIn(const std::string& text, std::initializer_list<std::string_view> list) {
-  return std::find(list.begin(), list.end(), text) != list.end();
+// The lowest id among the tokens whose text is one of `texts`, or -1.
+int32_t FindFirst(const Vocab& v, std::initializer_list<std::string_view> texts) {
+  int32_t first = -1;
+  for (std::string_view text : texts) {
+    const int32_t id = v.Find(text);
+    if (id >= 0 && (first < 0 || id < first)) first = id;
+  }
+  return first;
 }
 
 // Step: ids the file did not give are found by their text; such tokens count as control tokens.
@@ -186,12 +194,9 @@ void DetectSpecialByText(Vocab* v) {
   };
   for (const Rule& rule : rules) {
     if (*rule.id >= 0) continue;
-    for (int32_t id = 0; id < v->n_vocab(); ++id) {  // lowest id wins when several match
-      if (TextIn(v->tokens[id].text, rule.texts)) {
-        *rule.id = id;
-        v->tokens[id].attr |= kAttrControl;
-        break;
-      }
+    if (const int32_t id = FindFirst(*v, rule.texts); id >= 0) {  // lowest id wins when several match
+      *rule.id = id;
+      v->tokens[id].attr |= kAttrControl;
     }
   }
 }
@@ -201,36 +206,19 @@ void DetectEndOfGeneration(Vocab* v) {
   for (int32_t id : {v->fim_pad, v->fim_rep, v->fim_sep}) {
     if (id >= 0) v->eog.insert(id);
   }
-  for (int32_t id = 0; id < v->n_vocab(); ++id) {
-    TokenData& t = v->tokens[id];
-    if (TextIn(t.text, {"<|eot_id|>",
-                        "<|im_end|>",
-                        "<|end|>",
-                        "<|return|>",
-                        "<|call|>",
-                        "<|flush|>",
-                        "<|calls|>",
-                        "<end_of_turn>",
-                        "<|endoftext|>",
-                        "</s>",
-                        "<|eom_id|>",
-                        "<EOT>",
-                        "_<EOT>",
-                        "[EOT]",
-                        "[EOS]",
-                        "<|end_of_text|>",
-                        "<end_of_utterance>",
-                        "<eos>",
-                        "<turn|>",
-                        "<|tool_response>",
-                        "<\uFF5Cend\u2581of\u2581sentence\uFF5C>",
-                        "[e~["})) {
+  for (std::string_view text :
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+        "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\uFF5Cend\u2581of\u2581sentence\uFF5C>", "[e~["}) {
+    if (const int32_t id = v->Find(text); id >= 0) {
       v->eog.insert(id);
-      t.attr |= kAttrControl;
+      v->tokens[id].attr |= kAttrControl;
     }
-    // gpt-oss renders these structural tokens as ordinary text.
-    if (TextIn(t.text, {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}))
-      t.attr = kAttrUserDefined;
+  }
+  // gpt-oss renders these structural tokens as ordinary text.
+  for (std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (const int32_t id = v->Find(text); id >= 0) v->tokens[id].attr = kAttrUserDefined;
   }
   for (int32_t id : {v->eos, v->eot, v->eom}) {
     if (id >= 0) v->eog.insert(id);
@@ -317,17 +305,17 @@ void BuildCaches(const VocabSpec& spec, Vocab* v) {
 
 }  // namespace
 
-int32_t Vocab::Find(const std::string& text) const {
-  const auto it = text_to_id.find(text);
-  return it == text_to_id.end() ? -1 : it->second;
+int32_t Vocab::Find(std::string_view text) const {
+  return token_index.Find(TextIndex::Hash(text), [&](int32_t id) { return tokens[id].text == text; });
 }
 
 int32_t Vocab::MergeRank(std::string_view left, std::string_view right) const {
-  std::string key;
-  key.reserve(left.size() + right.size() + 1);
-  key.append(left).append(1, ' ').append(right);
-  const auto it = merge_ranks.find(key);
-  return it == merge_ranks.end() ? -1 : it->second;
+  const uint64_t hash = TextIndex::HashAppend(TextIndex::HashAppend(TextIndex::Hash(left), " "), right);
+  return merge_index.Find(hash, [&](int32_t rank) {
+    const std::string_view m = merges[rank];
+    return m.size() == left.size() + 1 + right.size() && m.substr(0, left.size()) == left &&
+           m[left.size()] == ' ' && m.substr(left.size() + 1) == right;
+  });
 }
 
 int32_t Vocab::ByteToken(uint8_t byte) const {
@@ -339,10 +327,10 @@ int32_t Vocab::ByteToken(uint8_t byte) const {
 }
 
 void Vocab::CheckInvariants() const {
-  LLAMAY_CHECK(text_to_id.size() == tokens.size()) << "duplicate or missing token texts";
+  LLAMAY_CHECK(token_index.size() == tokens.size()) << "duplicate or missing token texts";
   for (int32_t id = 0; id < n_vocab(); ++id) {
     LLAMAY_CHECK(!tokens[id].text.empty()) << "empty token " << id;
-    LLAMAY_CHECK(Find(tokens[id].text) == id) << "text_to_id does not invert token " << id;
+    LLAMAY_CHECK(Find(tokens[id].text) == id) << "the text index does not invert token " << id;
   }
   for (int32_t id :
        {bos, eos, eot, eom, unk, sep, pad, mask, fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep}) {

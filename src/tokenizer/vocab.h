@@ -4,8 +4,8 @@
 // end-of-generation detection by token text, control-looking tokens promoted to control, the special-token
 // match list (longest text first) and per-token strip attributes.
 //
-// Invariants (checked by CheckInvariants): every token text is unique and non-empty; text_to_id is the
-// exact inverse of tokens; every special id is -1 or in [0, n_vocab); special_tokens holds exactly the
+// Invariants (checked by CheckInvariants): every token text is unique and non-empty; Find is the exact
+// inverse of tokens; every special id is -1 or in [0, n_vocab); special_tokens holds exactly the
 // control, user-defined and unknown tokens, sorted by text length descending (ties by id); every EOG id is
 // in range; pieces has one entry per token.
 //
@@ -17,11 +17,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/text_index.h"
 
 namespace llamay::tokenizer {
 
@@ -76,8 +76,9 @@ struct Vocab {
   VocabType type = VocabType::kSpm;
   std::string pre;  // pre-tokenizer name as resolved ("default" when the file names none)
   std::vector<TokenData> tokens;
-  std::unordered_map<std::string, int32_t> text_to_id;
-  std::unordered_map<std::string, int32_t> merge_ranks;  // key "left right" (BPE only)
+  TextIndex token_index;            // token text -> id (Find)
+  std::vector<std::string> merges;  // BPE only: merge keys "left right" by rank
+  TextIndex merge_index;            // merge key -> rank, the first rank of a repeated key (MergeRank)
 
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
@@ -94,7 +95,7 @@ struct Vocab {
   int32_t n_vocab() const { return static_cast<int32_t>(tokens.size()); }
   bool InRange(int32_t id) const { return id >= 0 && id < n_vocab(); }
   // The id whose text is exactly `text`, or -1.
-  int32_t Find(const std::string& text) const;
+  int32_t Find(std::string_view text) const;
   // The merge rank of (left, right), or -1.
   int32_t MergeRank(std::string_view left, std::string_view right) const;
   // The byte-fallback token for `byte` (SPM "<0xXX>", else the single-byte text), or -1.
