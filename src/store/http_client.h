@@ -3,6 +3,8 @@
 // Curl signs the headers the request carries (the caller adds x-amz-content-sha256, Content-MD5 and
 // x-amz-security-token) with the key and secret given here, which never appear in a URL, a header we log
 // or an error message. Redirects are not followed (a redirected signed request would be refused anyway).
+// libcurl (libcurl.so.4) is loaded when the first client is made, not at process start; where it cannot be
+// loaded, every Send fails with kFatal and says why.
 //
 // Thread-safety: Send may be called from many threads at once. Each call takes an idle curl easy handle
 // from a pool (or makes one) and puts it back after, so connections are reused without being shared.
