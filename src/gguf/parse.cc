@@ -45,7 +45,9 @@ Status ParseArrayElements(Cursor& c, const Kv& kv) {
                  " strings runs past the end of the file");
     for (uint64_t i = 0; i < kv.count; ++i) {
       std::string_view s;
-      LLAMAY_RETURN_IF_ERROR(ReadString(c, &s).WithContext("key " + key + " element " + std::to_string(i)));
+      // The context is built only on failure: a vocabulary has 32k-250k elements.
+      if (Status read = ReadString(c, &s); !read.ok())
+        return read.WithContext("key " + key + " element " + std::to_string(i));
     }
     return Status::Ok();
   }
