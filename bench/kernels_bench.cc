@@ -59,7 +59,7 @@ std::vector<uint8_t> Weights(TensorType t, int64_t n_out, int64_t n_in) {
 
 // Skips (and says so) a benchmark of an instruction-set level this CPU lacks.
 bool SkipUnsupported(benchmark::State& state, Isa isa) {
-  if (isa <= SupportedIsa()) return false;
+  if (IsaCovers(SupportedIsa(), isa)) return false;
   state.SkipWithError("this CPU lacks the instruction set");
   return true;
 }

@@ -79,7 +79,7 @@ Steps SelectSteps(const AttentionParams& p, Isa isa) {
   // A head's slice of a Q8_0 row must start and end on a block boundary to decode it block by block.
   const bool slice_decodes = p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0;
   if (slice_decodes) s.decode = avx2::DecodeKvSlice;
-  if (isa < Isa::kAvx512) return s;
+  if (!UsesAvx512(isa)) return s;
   s.scores2 = avx512::AttnScores2;
   s.accumulate = avx512::AttnAccumulate;
   if (slice_decodes) s.decode = avx512::DecodeKvSlice;

@@ -1,6 +1,5 @@
 #include "kernels/cpu.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,6 +16,8 @@ Isa SupportedIsa() {
     if (!(f.avx2 && f.fma && f.f16c)) return Isa::kScalar;
     if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) return Isa::kAvx512;
     return Isa::kAvx2;
+#elif defined(__aarch64__)
+    return Isa::kNeon;  // Advanced SIMD is part of the aarch64 baseline
 #else
     return Isa::kScalar;
 #endif
@@ -37,10 +38,19 @@ Isa DetectIsa() {
       want = Isa::kAvx2;
     } else if (c == "avx512") {
       want = Isa::kAvx512;
+    } else if (c == "neon") {
+      want = Isa::kNeon;
     } else {
-      std::fprintf(stderr, "llamay: ignoring LLAMAY_ISA=%s (expected scalar, avx2 or avx512)\n", cap);
+      std::fprintf(stderr, "llamay: ignoring LLAMAY_ISA=%s (expected scalar, avx2, avx512 or neon)\n", cap);
     }
-    return std::min(want, best);
+    // A level of another family (or above the CPU's) leaves the best one: the cap never claims a kernel the
+    // CPU cannot run.
+    if (IsaCovers(best, want)) return want;
+    if (want != best) {
+      std::fprintf(stderr, "llamay: LLAMAY_ISA=%s is not a level this CPU runs; using %s\n", cap,
+                   std::string(IsaName(best)).c_str());
+    }
+    return best;
   }();
   return isa;
 }
@@ -51,6 +61,8 @@ std::string_view IsaName(Isa isa) {
       return "avx512";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kNeon:
+      return "neon";
     default:
       return "scalar";
   }

@@ -1,20 +1,28 @@
 // Which instruction set the kernels use, detected once at run time.
 //
-// Every kernel has a portable scalar version (reference/, the source of truth) and, where it matters, an
-// AVX2/FMA/F16C version selected when the CPU has all three; a few hot kernels (the Q8_0-activation tile
-// kernels of the matmul, the batched Q4_K one) also have an AVX-512 VNNI version. All give bit-identical results (see vec_dot.h
-// for the fixed reduction orders that make that possible), so an Isa argument is only a speed choice;
-// tests pass each level explicitly to compare them. The levels are ordered: kAvx512 implies everything
-// kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.
+// Every kernel has a portable scalar version (reference/, the source of truth) and, where it matters, a SIMD
+// version per instruction-set family. All give bit-identical results (see vec_dot.h for the fixed reduction
+// orders that make that possible), so an Isa argument is only a speed choice; tests pass each level
+// explicitly to compare them.
 //
-// Off x86-64 (aarch64), every kernel takes its scalar path: the x86 code is fenced by `#if
-// defined(__x86_64__)`, and scripts/cross-aarch64-test builds the kernels and their tests for aarch64 with
-// -Werror and runs them under qemu-user. That is the seam for NEON: a level (say kNeon) detected here, its
-// kernel files beside the AVX2 ones under `#if defined(__aarch64__)`, chosen where the AVX2 versions are, in
-// the same canonical order (vec_dot.h) so they give the same bits, and tested by the same command.
+// x86-64: an AVX2/FMA/F16C version selected when the CPU has all three; a few hot kernels (the
+// Q8_0-activation tile kernels of the matmul, the batched Q4_K one) also have an AVX-512 VNNI version.
+// kAvx512 implies everything kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.
 //
-// LLAMAY_ISA=scalar|avx2|avx512 in the environment caps the detected level (benchmarks compare levels in
-// one run; a user can rule out a kernel). It can only lower the level, never claim what the CPU lacks.
+// aarch64: kNeon, the baseline Advanced SIMD set that every aarch64 CPU has (no optional extension such as
+// the dot product instructions). The weight matmul tile kernels (matmul_neon_{q,k,f}.cc: every weight type)
+// have NEON versions; the other kernels take their scalar paths at kNeon.
+// They keep the canonical order of vec_dot.h, so they give the scalar bits; scripts/cross-aarch64-test builds
+// the kernels and their tests for aarch64 with -Werror and runs them under qemu-user, comparing kNeon with
+// kScalar.
+//
+// The two families exclude each other: x86 code is fenced by `#if defined(__x86_64__)`, NEON code by `#if
+// defined(__aarch64__)`, and the predicates below never let an x86 kernel run at kNeon or a NEON kernel at an
+// x86 level (compare levels only through them, not with < or >=: the enum values are not one scale).
+//
+// LLAMAY_ISA=scalar|avx2|avx512|neon in the environment caps the detected level (benchmarks compare levels
+// in one run; a user can rule out a kernel). It can only lower the level within the CPU's family (or to
+// scalar), never claim what the CPU lacks.
 // Thread-safety: DetectIsa is safe to call from any thread.
 #ifndef LLAMAY_KERNELS_CPU_H_
 #define LLAMAY_KERNELS_CPU_H_
@@ -23,17 +31,26 @@
 
 namespace llamay::kernels {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
 
-// kAvx512 when the CPU (and OS) support AVX-512 F/BW/VL and VNNI as well as the AVX2 set; kAvx2 when it
-// supports AVX2, FMA and F16C (and the build targets x86-64); else kScalar. Capped by LLAMAY_ISA.
+// x86-64: kAvx512 when the CPU (and OS) support AVX-512 F/BW/VL and VNNI as well as the AVX2 set; kAvx2 when
+// it supports AVX2, FMA and F16C. aarch64: kNeon. Else kScalar. Capped by LLAMAY_ISA.
 Isa DetectIsa();
 // The best level this CPU supports, ignoring LLAMAY_ISA (tests use it to know which levels they can run).
 Isa SupportedIsa();
 std::string_view IsaName(Isa isa);
 
 // True when the AVX2 kernels may run at this level.
-inline bool UsesAvx2(Isa isa) { return isa >= Isa::kAvx2; }
+inline bool UsesAvx2(Isa isa) { return isa == Isa::kAvx2 || isa == Isa::kAvx512; }
+// True when the AVX-512 kernels may run at this level.
+inline bool UsesAvx512(Isa isa) { return isa == Isa::kAvx512; }
+// True when the NEON kernels may run at this level.
+inline bool UsesNeon(Isa isa) { return isa == Isa::kNeon; }
+// True when a CPU whose best level is `have` can run level `want`: scalar always, else the same family at a
+// level no higher than `have`.
+inline bool IsaCovers(Isa have, Isa want) {
+  return want == Isa::kScalar || want == have || (want == Isa::kAvx2 && UsesAvx2(have));
+}
 
 }  // namespace llamay::kernels
 

@@ -20,7 +20,7 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t rows, const u
                         size_t act_stride, int64_t tokens, int64_t n_in, float* y, size_t y_stride);
 
 // The kernel for a weight type on an instruction set; falls back to the AVX2 kernel where a type has no
-// AVX-512 kernel, and to the scalar kernel where it has no AVX2 kernel or n_in does not fit it.
+// AVX-512 kernel, and to the scalar kernel where it has no AVX2 (or NEON) kernel or n_in does not fit it.
 // REQUIRES: MatMulSupports(type).
 TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in);
 
@@ -51,6 +51,22 @@ void TileAvx512Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int
 void DecodeAvx2Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
 void DecodeAvx512Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
+#endif
+
+#if defined(__aarch64__)
+// NEON (kNeon) tile kernels: matmul_neon_q.cc (32-block types), matmul_neon_k.cc (K-quants), matmul_neon_f.cc
+// (F32, F16, BF16; REQUIRES n_in % 8 == 0).
+void TileNeonF32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonF16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonBf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ4_1(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ5_1(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonQ6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 #endif
 
 }  // namespace llamay::kernels

@@ -15,11 +15,12 @@
 
 namespace llamay::kernels::test_util {
 
-// Every ISA level this CPU can run (ignoring LLAMAY_ISA), scalar first.
+// Every ISA level this CPU can run (ignoring LLAMAY_ISA), scalar first: on x86-64 AVX2 and AVX-512 where the
+// CPU has them, on aarch64 NEON.
 inline std::vector<Isa> SupportedIsas() {
   std::vector<Isa> v = {Isa::kScalar};
-  if (SupportedIsa() >= Isa::kAvx2) v.push_back(Isa::kAvx2);
-  if (SupportedIsa() >= Isa::kAvx512) v.push_back(Isa::kAvx512);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+    if (IsaCovers(SupportedIsa(), isa)) v.push_back(isa);
   return v;
 }
 

@@ -112,7 +112,7 @@ void QuantizeActivationRow(ActFormat f, const float* x, int64_t n, void* act) {
 
 TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
 #if defined(__x86_64__)
-  if (isa >= Isa::kAvx512) {
+  if (UsesAvx512(isa)) {
     if (type == TensorType::kQ8_0) return TileAvx512Q8_0;
     if (type == TensorType::kQ4_0) return TileAvx512Q4_0;
     if (type == TensorType::kQ5_0) return TileAvx512Q5_0;
@@ -152,6 +152,39 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
         return TileAvx2Q5_K;
       case TensorType::kQ6_K:
         return TileAvx2Q6_K;
+      default:
+        break;
+    }
+  }
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) {
+    const bool whole8 = n_in % 8 == 0;
+    switch (type) {
+      case TensorType::kF32:
+        if (whole8) return TileNeonF32;
+        break;
+      case TensorType::kF16:
+        if (whole8) return TileNeonF16;
+        break;
+      case TensorType::kBF16:
+        if (whole8) return TileNeonBf16;
+        break;
+      case TensorType::kQ8_0:
+        return TileNeonQ8_0;
+      case TensorType::kQ4_0:
+        return TileNeonQ4_0;
+      case TensorType::kQ5_0:
+        return TileNeonQ5_0;
+      case TensorType::kQ4_1:
+        return TileNeonQ4_1;
+      case TensorType::kQ5_1:
+        return TileNeonQ5_1;
+      case TensorType::kQ4_K:
+        return TileNeonQ4_K;
+      case TensorType::kQ5_K:
+        return TileNeonQ5_K;
+      case TensorType::kQ6_K:
+        return TileNeonQ6_K;
       default:
         break;
     }
