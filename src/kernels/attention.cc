@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/numeric.h"
 #include "kernels/attention_avx512.h"
+#include "kernels/attention_neon.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/reference/reference.h"
 
@@ -24,7 +25,7 @@ constexpr int64_t kBlockBytes = 16 << 10;
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr uintptr_t kCacheLine = 64;
 
-// The steps whose implementation differs between the scalar, AVX2 and AVX-512 paths; the loop structure,
+// The steps whose implementation differs between the scalar, AVX2, AVX-512 and NEON paths; the loop structure,
 // hence the order of every reduction, is shared.
 struct Steps {
   // out [n] = elements [start, start + n) of a KV row, decoded exactly.
@@ -83,6 +84,11 @@ Steps SelectSteps(const AttentionParams& p, Isa isa) {
   s.scores2 = avx512::AttnScores2;
   s.accumulate = avx512::AttnAccumulate;
   if (slice_decodes) s.decode = avx512::DecodeKvSlice;
+#elif defined(__aarch64__)
+  if (!UsesNeon(isa) || p.head_dim % 8 != 0) return s;
+  s.scores = neon::AttnScores;
+  s.accumulate = neon::AttnAccumulate;
+  if (p.kv_type != TensorType::kQ8_0 || p.head_dim % kQ8_0BlockSize == 0) s.decode = neon::DecodeKvSlice;
 #else
   (void)p;
   (void)isa;

@@ -11,7 +11,8 @@
 //
 // aarch64: kNeon, the baseline Advanced SIMD set that every aarch64 CPU has (no optional extension such as
 // the dot product instructions). The weight matmul tile kernels (matmul_neon_{q,k,f}.cc: every weight type)
-// have NEON versions; the other kernels take their scalar paths at kNeon.
+// and the paged attention's decode, score and accumulate steps (attention_neon.cc) have NEON versions; the
+// other kernels (norms, rope, activations, softmax, the recurrent layers) take their scalar paths at kNeon.
 // They keep the canonical order of vec_dot.h, so they give the scalar bits; scripts/cross-aarch64-test builds
 // the kernels and their tests for aarch64 with -Werror and runs them under qemu-user, comparing kNeon with
 // kScalar.
