@@ -8,6 +8,7 @@
 #include "kernels/attention_avx512.h"
 #include "kernels/attention_neon.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_neon.h"
 #include "kernels/reference/reference.h"
 
 namespace llamay::kernels {
@@ -85,6 +86,7 @@ Steps SelectSteps(const AttentionParams& p, Isa isa) {
   s.accumulate = avx512::AttnAccumulate;
   if (slice_decodes) s.decode = avx512::DecodeKvSlice;
 #elif defined(__aarch64__)
+  if (UsesNeon(isa)) s.softmax = neon::Softmax;
   if (!UsesNeon(isa) || p.head_dim % 8 != 0) return s;
   s.scores = neon::AttnScores;
   s.accumulate = neon::AttnAccumulate;

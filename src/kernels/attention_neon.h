@@ -1,6 +1,6 @@
 // Internal to kernels/: NEON steps of the paged attention (attention_neon.cc), the same bits as the scalar
-// steps of attention.cc. Only for aarch64 code running at Isa::kNeon. The softmax keeps its scalar step
-// there (RefSoftmax: a vector version would need a NEON RefExp with the same bits).
+// steps of attention.cc. Only for aarch64 code running at Isa::kNeon. The softmax step is neon::Softmax of
+// ops_neon.h.
 #ifndef LLAMAY_KERNELS_ATTENTION_NEON_H_
 #define LLAMAY_KERNELS_ATTENTION_NEON_H_
 

@@ -10,10 +10,12 @@
 // kAvx512 implies everything kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.
 //
 // aarch64: kNeon, the baseline Advanced SIMD set that every aarch64 CPU has (no optional extension such as
-// the dot product instructions). The weight matmul tile kernels (matmul_neon_{q,k,f}.cc: every weight type)
-// and the paged attention's decode, score and accumulate steps (attention_neon.cc) have NEON versions; the
-// other kernels (norms, rope, activations, softmax, the recurrent layers) take their scalar paths at kNeon.
-// They keep the canonical order of vec_dot.h, so they give the scalar bits; scripts/cross-aarch64-test builds
+// the dot product instructions). The weight matmul tile kernels (matmul_neon_{q,k,f}.cc: every weight type),
+// the paged attention's decode, score and accumulate steps (attention_neon.cc) and the ops RmsNorm, Silu,
+// Gelu, SwiGlu and Softmax (ops_neon.cc; also the attention's softmax step, and the recurrent layers' GeGlu
+// and gated group norm, which call them) have NEON versions; the other kernels (rope, the recurrent layers'
+// convolution, SSM scan and delta rule) take their scalar paths at kNeon. They keep the canonical order of
+// vec_dot.h and repeat RefExp's operations, so they give the scalar bits; scripts/cross-aarch64-test builds
 // the kernels and their tests for aarch64 with -Werror and runs them under qemu-user, comparing kNeon with
 // kScalar.
 //

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/reference/reference.h"
+
 #define LLAMAY_NEON_INLINE __attribute__((always_inline)) inline
 
 namespace llamay::kernels::neon {
@@ -47,6 +49,33 @@ LLAMAY_NEON_INLINE float Reduce8(float32x4_t lo, float32x4_t hi) {
   const float32x4_t s = vaddq_f32(lo, hi);
   const float32x2_t p = vadd_f32(vget_low_f32(s), vget_high_f32(s));  // (s0 + s2, s1 + s3)
   return vget_lane_f32(p, 0) + vget_lane_f32(p, 1);
+}
+
+// RefExp of reference/ops_ref.cc on four lanes: the same f32 operations in the same order (multiply, then
+// add: never fused), so each lane has RefExp's bits. The clamps are compare-and-select, as RefExp's
+// conditional expressions (vmaxq/vminq would let a NaN through; RefExp maps it to -104, hence 0).
+LLAMAY_NEON_INLINE float32x4_t Exp(float32x4_t x) {
+  const float32x4_t lo = vdupq_n_f32(kExpLo), hi = vdupq_n_f32(kExpHi);
+  x = vbslq_f32(vcgtq_f32(x, lo), x, lo);  // x > lo ? x : lo
+  x = vbslq_f32(vcltq_f32(x, hi), x, hi);  // x < hi ? x : hi
+  // nearbyint in the default rounding mode: to nearest, ties to even.
+  const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(kExpLog2e)));
+  float32x4_t r = vsubq_f32(x, vmulq_f32(n, vdupq_n_f32(kExpC1)));
+  r = vsubq_f32(r, vmulq_f32(n, vdupq_n_f32(kExpC2)));
+  const float32x4_t z = vmulq_f32(r, r);
+  float32x4_t p = vdupq_n_f32(kExpP[0]);
+  for (int i = 1; i < 6; ++i) p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(kExpP[i]));
+  p = vaddq_f32(vmulq_f32(p, z), r);
+  p = vaddq_f32(p, vdupq_n_f32(1.0f));
+  // 2^n as two normal factors 2^n1 * 2^n2, n1 = n >> 1 (arithmetic), n2 = n - n1; n is integral, so the
+  // conversion is exact.
+  const int32x4_t ni = vcvtq_s32_f32(n);
+  const int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+  const int32x4_t bias = vdupq_n_s32(127);
+  const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+  const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+  const float32x4_t result = vmulq_f32(vmulq_f32(p, s1), s2);
+  return vbslq_f32(vcleq_f32(x, lo), vdupq_n_f32(0.0f), result);  // x <= lo ? 0 : result
 }
 
 // Product i (0..3) of the int8 pairs of two registers of 16 (i even: bytes 0..7 of w[i/2], a[i/2]; odd: bytes

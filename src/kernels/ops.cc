@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "kernels/dequant.h"
 #include "kernels/ops_avx2.h"
+#include "kernels/ops_neon.h"
 #include "kernels/reference/reference.h"
 
 namespace llamay::kernels {
@@ -24,6 +25,8 @@ namespace {
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::RmsNorm(x, w, n, eps, y);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::RmsNorm(x, w, n, eps, y);
 #endif
   RefRmsNorm(x, w, n, eps, y);
 }
@@ -41,6 +44,8 @@ void Scale(const float* x, float s, int64_t n, float* y) {
 void Silu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Silu(x, n, y);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::Silu(x, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefSilu(x[i]);
 }
@@ -48,6 +53,8 @@ void Silu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 void Gelu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Gelu(x, n, y);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::Gelu(x, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefGelu(x[i]);
 }
@@ -55,6 +62,8 @@ void Gelu(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 void SwiGlu(const float* gate, const float* up, int64_t n, float* y, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::SwiGlu(gate, up, n, y);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::SwiGlu(gate, up, n, y);
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = RefSilu(gate[i]) * up[i];
 }
@@ -63,6 +72,8 @@ void Softmax(const float* x, int64_t n, float* y, [[maybe_unused]] Isa isa) {
   LLAMAY_CHECK(n >= 1) << "softmax of an empty row";
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::Softmax(x, n, y);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::Softmax(x, n, y);
 #endif
   RefSoftmax(x, n, y);
 }

@@ -1,9 +1,10 @@
 // Elementwise and row kernels of the forward pass: RMS norm, mul/add, SiLU, GELU (tanh approximation),
 // SwiGLU, softmax, rotary position embedding (NORM and NEOX orderings), embedding lookup, argmax.
 //
-// All work on f32 rows of n elements: x [n] -> y [n]; y may alias x. Functions with an Isa argument have an
-// AVX2 version that gives the same bits as the scalar one: their reductions use the fixed lane orders of
-// vec_dot.h and exp() is one fixed sequence of f32 operations (RefExp, about 2 ulp), not libm's expf.
+// All work on f32 rows of n elements: x [n] -> y [n]; y may alias x. Functions with an Isa argument have
+// AVX2 and NEON versions that give the same bits as the scalar one: their reductions use the fixed lane
+// orders of vec_dot.h and exp() is one fixed sequence of f32 operations (RefExp, about 2 ulp), not libm's
+// expf.
 // Thread-safety: pure functions.
 #ifndef LLAMAY_KERNELS_OPS_H_
 #define LLAMAY_KERNELS_OPS_H_

@@ -11,19 +11,16 @@ namespace {
 
 // RefExp on eight lanes.
 LLAMAY_AVX2_INLINE __m256 Exp(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
-  x = _mm256_min_ps(x, _mm256_set1_ps(89.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 lo = _mm256_set1_ps(kExpLo);
+  x = _mm256_max_ps(x, lo);
+  x = _mm256_min_ps(x, _mm256_set1_ps(kExpHi));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kExpLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
-  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kExpC1)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(kExpC2)));
   const __m256 z = _mm256_mul_ps(r, r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  __m256 p = _mm256_set1_ps(kExpP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpP[i]));
   p = _mm256_add_ps(_mm256_mul_ps(p, z), r);
   p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
   const __m256i ni = _mm256_cvtps_epi32(n);
@@ -32,7 +29,7 @@ LLAMAY_AVX2_INLINE __m256 Exp(__m256 x) {
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
   const __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LE_OQ), result);
+  return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LE_OQ), result);
 }
 
 LLAMAY_AVX2_INLINE __m256 SiluV(__m256 x) {
@@ -85,10 +82,11 @@ LLAMAY_AVX2 void Gelu(const float* x, int64_t n, float* y) {
 }
 
 LLAMAY_AVX2 void Softmax(const float* x, int64_t n, float* y) {
-  // The maximum is exact in any order.
+  // The maximum is exact in any order. max_ps(a, b) is a > b ? a : b, the reference's `x[i] > m ? x[i] : m`
+  // with a = x[i], also for NaN: a NaN x[i] is skipped, a NaN x[0] stays the maximum.
   __m256 mv = _mm256_set1_ps(x[0]);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+  for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(_mm256_loadu_ps(x + i), mv);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, mv);
   float m = lanes[0];

@@ -1,4 +1,4 @@
-// Row ops against double-precision formulas, and AVX2 against the scalar reference bit for bit.
+// Row ops against double-precision formulas, and every SIMD level against the scalar reference bit for bit.
 #include "kernels/ops.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/dequant.h"
@@ -109,23 +110,79 @@ TEST(Activations, MatchDoubleFormulas) {
   }
 }
 
-TEST(Ops, Avx2MatchesScalarBits) {
-  if (!UsesAvx2(SupportedIsa())) GTEST_SKIP() << "no AVX2 on this CPU";
+// y[i] = v[(start + i) % v.size()] for i < n.
+std::vector<float> Cycle(const std::vector<float>& v, int64_t n, int64_t start) {
+  std::vector<float> y(n);
+  for (int64_t i = 0; i < n; ++i) y[i] = v[(start + i) % v.size()];
+  return y;
+}
+
+// Every SIMD level of this CPU (AVX2 and AVX-512 on x86-64, NEON on aarch64) against the scalar references,
+// bit for bit. The lengths leave every tail of 4- and 8-lane vectors; besides random rows, rows cycling
+// through edge values put each of them in every lane of the vector body and in the tails: the exp's clamps
+// (-104 and 89, on both sides, as x, -x and 2u of GELU), where it overflows or gives subnormals, signed
+// zeros, subnormal inputs, huge values and infinities; NaN for the activations (none of their operations
+// sees two different NaNs, so the result does not depend on which one an instruction propagates). Softmax
+// also gets masked (-inf) logits, a wide row whose exps underflow, and a NaN logit (first or not).
+TEST(Ops, SimdMatchesScalarBits) {
+  std::vector<Isa> simd;
+  for (Isa isa : SupportedIsas())
+    if (isa != Isa::kScalar) simd.push_back(isa);
+  if (simd.empty()) GTEST_SKIP() << "no SIMD level on this CPU";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> finite_edges = {200.0f, -200.0f, 100.0f,  -100.0f, 89.0f,   -89.0f, 88.7f,
+                                           -88.7f, 44.5f,   -44.5f,  103.9f,  -103.9f, 104.0f, -104.0f,
+                                           104.1f, -104.1f, 52.0f,   -52.0f,  10.0f,   -10.0f, 0.0f,
+                                           -0.0f,  1e-39f,  -1e-39f, 1e30f,   -1e30f};
+  std::vector<float> act_edges = finite_edges, softmax_edges = finite_edges;
+  act_edges.insert(act_edges.end(), {inf, -inf, nan});  // 29 values: odd, so they visit every lane
+  softmax_edges.push_back(-inf);                        // 27
   std::mt19937 rng(23);
-  for (int64_t n : {1, 9, 64, 1000}) {
+  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 64, 1000, 1003}) {
     auto x = RandomFloats(rng, n, 6.0f), up = RandomFloats(rng, n), w = RandomFloats(rng, n);
     if (n > 8) x[0] = 200.0f, x[1] = -200.0f, x[2] = -0.0f, x[3] = 1e-39f;
-    auto both = [&](auto fn) {
-      std::vector<float> a(n), b(n);
-      fn(Isa::kScalar, a.data());
-      fn(Isa::kAvx2, b.data());
-      return SameBits(a, b);
+    const auto act = Cycle(act_edges, n, n), soft = Cycle(softmax_edges, n, n),
+               norm = Cycle(finite_edges, n, n);
+    auto masked = x;  // two of three logits masked, the last one kept
+    for (int64_t i = 0; i + 1 < n; ++i)
+      if (i % 3 != 1) masked[i] = -inf;
+    const auto wide = RandomFloats(rng, n, 60.0f);
+    auto with_nan = x, nan_first = x;  // a NaN logit is skipped by the maximum, unless it comes first
+    with_nan[n / 2] = nan;
+    nan_first[0] = nan;
+    auto check = [&](const char* op, const char* row, auto fn) {
+      std::vector<float> want(n);
+      fn(Isa::kScalar, want.data());
+      for (Isa isa : simd) {
+        std::vector<float> got(n);
+        fn(isa, got.data());
+        if (SameBits(want, got)) continue;
+        int64_t i = 0;
+        while (test_util::Bits(want[i]) == test_util::Bits(got[i])) ++i;
+        ADD_FAILURE() << op << " (" << row << " row, n=" << n << ") at " << IsaName(isa) << ": element " << i
+                      << " is " << got[i] << " (0x" << std::hex << test_util::Bits(got[i]) << "), scalar "
+                      << want[i] << " (0x" << test_util::Bits(want[i]) << ")" << std::dec;
+      }
     };
-    EXPECT_TRUE(both([&](Isa isa, float* y) { Silu(x.data(), n, y, isa); })) << n;
-    EXPECT_TRUE(both([&](Isa isa, float* y) { Gelu(x.data(), n, y, isa); })) << n;
-    EXPECT_TRUE(both([&](Isa isa, float* y) { SwiGlu(x.data(), up.data(), n, y, isa); })) << n;
-    EXPECT_TRUE(both([&](Isa isa, float* y) { Softmax(x.data(), n, y, isa); })) << n;
-    EXPECT_TRUE(both([&](Isa isa, float* y) { RmsNorm(x.data(), w.data(), n, 1e-6f, y, isa); })) << n;
+    using Rows = std::vector<std::pair<const char*, const std::vector<float>*>>;
+    for (const auto& [row, v] : Rows{{"random", &x}, {"edges", &act}}) {
+      check("Silu", row, [&](Isa isa, float* y) { Silu(v->data(), n, y, isa); });
+      check("Gelu", row, [&](Isa isa, float* y) { Gelu(v->data(), n, y, isa); });
+      check("SwiGlu gate", row, [&](Isa isa, float* y) { SwiGlu(v->data(), up.data(), n, y, isa); });
+      check("SwiGlu up", row, [&](Isa isa, float* y) { SwiGlu(up.data(), v->data(), n, y, isa); });
+    }
+    for (const auto& [row, v] : Rows{{"random", &x},
+                                     {"edges", &soft},
+                                     {"masked", &masked},
+                                     {"wide", &wide},
+                                     {"NaN", &with_nan},
+                                     {"NaN first", &nan_first}})
+      check("Softmax", row, [&](Isa isa, float* y) { Softmax(v->data(), n, y, isa); });
+    for (const auto& [row, v] : Rows{{"random", &x}, {"edges", &norm}}) {
+      check("RmsNorm", row, [&](Isa isa, float* y) { RmsNorm(v->data(), w.data(), n, 1e-6f, y, isa); });
+      check("RmsNorm unweighted", row,
+            [&](Isa isa, float* y) { RmsNorm(v->data(), nullptr, n, 1e-6f, y, isa); });
+    }
   }
 }
 

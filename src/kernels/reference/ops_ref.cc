@@ -1,4 +1,5 @@
-// Scalar reference versions of the ops with an AVX2 twin (ops_avx2.cc repeats these operations exactly).
+// Scalar reference versions of the ops with AVX2 and NEON twins (ops_avx2.cc and ops_neon.cc repeat these
+// operations exactly).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -7,14 +8,6 @@
 
 namespace llamay::kernels {
 namespace {
-
-// Range reduction and polynomial of the classic Cephes expf: exp(x) = 2^n * exp(r), |r| <= ln2/2, with
-// ln2 split in two (C1 has few bits, so n*C1 is exact).
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kC1 = 0.693359375f;
-constexpr float kC2 = -2.12194440e-4f;
-constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
 float Pow2(int k) {  // 2^k for k in [-126, 127]
   const uint32_t bits = static_cast<uint32_t>(k + 127) << 23;
@@ -26,21 +19,21 @@ float Pow2(int k) {  // 2^k for k in [-126, 127]
 }  // namespace
 
 float RefExp(float x) {
-  x = x > -104.0f ? x : -104.0f;  // the order and NaN behaviour of _mm256_max_ps(x, c)
-  x = x < 89.0f ? x : 89.0f;      // exp(89) overflows to inf below
-  const float n = std::nearbyint(x * kLog2e);
-  float r = x - n * kC1;
-  r = r - n * kC2;
+  x = x > kExpLo ? x : kExpLo;  // the order and NaN behaviour of _mm256_max_ps(x, c)
+  x = x < kExpHi ? x : kExpHi;
+  const float n = std::nearbyint(x * kExpLog2e);
+  float r = x - n * kExpC1;
+  r = r - n * kExpC2;
   const float z = r * r;
-  float p = kP[0];
-  for (int i = 1; i < 6; ++i) p = p * r + kP[i];
+  float p = kExpP[0];
+  for (int i = 1; i < 6; ++i) p = p * r + kExpP[i];
   p = p * z + r;
   p = p + 1.0f;
   // 2^n in two factors so that each stays a normal number for n in [-150, 129].
   const int ni = static_cast<int>(n);
   const int n1 = ni >> 1;
   const float result = (p * Pow2(n1)) * Pow2(ni - n1);
-  return x <= -104.0f ? 0.0f : result;
+  return x <= kExpLo ? 0.0f : result;
 }
 
 float RefSilu(float x) { return x / (1.0f + RefExp(-x)); }

@@ -35,9 +35,19 @@ float RefDot(TensorType wtype, const void* w, const void* act, int64_t n);
 // f32 dot in the canonical float order: lane i%8 accumulates x[i]*y[i] (mul, then add), then Reduce8.
 float RefDotF32(const float* x, const float* y, int64_t n);
 
-// exp(x) to about 2 ulp, as a fixed sequence of f32 operations that the AVX2 version repeats exactly
+// exp(x) to about 2 ulp, as a fixed sequence of f32 operations that the AVX2 and NEON versions repeat exactly
 // (libm's expf differs between libraries and from any vector version). Inputs below -104 give 0.
 float RefExp(float x);
+// Its constants, which the vector versions share: the range reduction and polynomial of the classic Cephes
+// expf, exp(x) = 2^n * exp(r), |r| <= ln2/2, with ln2 split in two (kExpC1 has few bits, so n * kExpC1 is
+// exact); x is first clamped to [kExpLo, kExpHi].
+inline constexpr float kExpLo = -104.0f;
+inline constexpr float kExpHi = 89.0f;  // exp(89) overflows to inf in the final products
+inline constexpr float kExpLog2e = 1.44269504088896341f;
+inline constexpr float kExpC1 = 0.693359375f;
+inline constexpr float kExpC2 = -2.12194440e-4f;
+inline constexpr float kExpP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
 // Element functions shared by the reference ops and the AVX2 tails.
 float RefSilu(float x);  // x / (1 + exp(-x))
