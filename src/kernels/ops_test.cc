@@ -164,24 +164,30 @@ TEST(Ops, SimdMatchesScalarBits) {
                       << want[i] << " (0x" << test_util::Bits(want[i]) << ")" << std::dec;
       }
     };
+    // (Plain names, not structured bindings, in the loops: clang 14 cannot capture those in a lambda.)
     using Rows = std::vector<std::pair<const char*, const std::vector<float>*>>;
-    for (const auto& [row, v] : Rows{{"random", &x}, {"edges", &act}}) {
-      check("Silu", row, [&](Isa isa, float* y) { Silu(v->data(), n, y, isa); });
-      check("Gelu", row, [&](Isa isa, float* y) { Gelu(v->data(), n, y, isa); });
-      check("SwiGlu gate", row, [&](Isa isa, float* y) { SwiGlu(v->data(), up.data(), n, y, isa); });
-      check("SwiGlu up", row, [&](Isa isa, float* y) { SwiGlu(up.data(), v->data(), n, y, isa); });
+    for (const auto& entry : Rows{{"random", &x}, {"edges", &act}}) {
+      const char* row = entry.first;
+      const float* v = entry.second->data();
+      check("Silu", row, [&](Isa isa, float* y) { Silu(v, n, y, isa); });
+      check("Gelu", row, [&](Isa isa, float* y) { Gelu(v, n, y, isa); });
+      check("SwiGlu gate", row, [&](Isa isa, float* y) { SwiGlu(v, up.data(), n, y, isa); });
+      check("SwiGlu up", row, [&](Isa isa, float* y) { SwiGlu(up.data(), v, n, y, isa); });
     }
-    for (const auto& [row, v] : Rows{{"random", &x},
-                                     {"edges", &soft},
-                                     {"masked", &masked},
-                                     {"wide", &wide},
-                                     {"NaN", &with_nan},
-                                     {"NaN first", &nan_first}})
-      check("Softmax", row, [&](Isa isa, float* y) { Softmax(v->data(), n, y, isa); });
-    for (const auto& [row, v] : Rows{{"random", &x}, {"edges", &norm}}) {
-      check("RmsNorm", row, [&](Isa isa, float* y) { RmsNorm(v->data(), w.data(), n, 1e-6f, y, isa); });
-      check("RmsNorm unweighted", row,
-            [&](Isa isa, float* y) { RmsNorm(v->data(), nullptr, n, 1e-6f, y, isa); });
+    for (const auto& entry : Rows{{"random", &x},
+                                  {"edges", &soft},
+                                  {"masked", &masked},
+                                  {"wide", &wide},
+                                  {"NaN", &with_nan},
+                                  {"NaN first", &nan_first}}) {
+      const float* v = entry.second->data();
+      check("Softmax", entry.first, [&](Isa isa, float* y) { Softmax(v, n, y, isa); });
+    }
+    for (const auto& entry : Rows{{"random", &x}, {"edges", &norm}}) {
+      const char* row = entry.first;
+      const float* v = entry.second->data();
+      check("RmsNorm", row, [&](Isa isa, float* y) { RmsNorm(v, w.data(), n, 1e-6f, y, isa); });
+      check("RmsNorm unweighted", row, [&](Isa isa, float* y) { RmsNorm(v, nullptr, n, 1e-6f, y, isa); });
     }
   }
 }
