@@ -34,7 +34,7 @@ class BpeSession {
   BpeSession(const Vocab& vocab, std::string_view word) : vocab_(vocab), word_(word) {}
 
   void Run(std::vector<int32_t>* out) {
-    if (vocab_.ignore_merges && vocab_.Find(std::string(word_)) >= 0) {
+    if (vocab_.ignore_merges && vocab_.Find(word_) >= 0) {
       symbols_.push_back({-1, -1, 0, word_.size()});
     } else {
       SplitCharacters();
@@ -86,13 +86,13 @@ class BpeSession {
   }
 
   void Emit(const Symbol& s, std::vector<int32_t>* out) const {
-    const std::string text(Text(s));
+    const std::string_view text = Text(s);
     if (const int32_t id = vocab_.Find(text); id >= 0) {
       out->push_back(id);
       return;
     }
     for (char byte : text) {
-      if (const int32_t id = vocab_.Find(std::string(1, byte)); id >= 0) out->push_back(id);
+      if (const int32_t id = vocab_.Find(std::string_view(&byte, 1)); id >= 0) out->push_back(id);
     }
   }
 

@@ -54,7 +54,7 @@ class SpmSession {
 
   void TryAddCandidate(int left, int right) {
     if (left == -1 || right == -1) return;
-    const std::string merged(text_.substr(pieces_[left].begin, pieces_[left].len + pieces_[right].len));
+    const std::string_view merged = text_.substr(pieces_[left].begin, pieces_[left].len + pieces_[right].len);
     const int32_t id = vocab_.Find(merged);
     if (id < 0) return;
     queue_.push({left, right, vocab_.tokens[id].score, merged.size()});
@@ -77,7 +77,7 @@ class SpmSession {
   }
 
   void Emit(size_t begin, size_t len, std::vector<int32_t>* out) const {
-    const std::string text(text_.substr(begin, len));
+    const std::string_view text = text_.substr(begin, len);
     if (const int32_t id = vocab_.Find(text); id >= 0) {
       out->push_back(id);
       return;
