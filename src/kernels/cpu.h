@@ -11,13 +11,13 @@
 //
 // aarch64: kNeon, the baseline Advanced SIMD set that every aarch64 CPU has (no optional extension such as
 // the dot product instructions). The weight matmul tile kernels (matmul_neon_{q,k,f}.cc: every weight type),
-// the paged attention's decode, score and accumulate steps (attention_neon.cc) and the ops RmsNorm, Silu,
+// the paged attention's decode, score and accumulate steps (attention_neon.cc), the ops RmsNorm, Silu,
 // Gelu, SwiGlu and Softmax (ops_neon.cc; also the attention's softmax step, and the recurrent layers' GeGlu
-// and gated group norm, which call them) have NEON versions; the other kernels (rope, the recurrent layers'
-// convolution, SSM scan and delta rule) take their scalar paths at kNeon. They keep the canonical order of
-// vec_dot.h and repeat RefExp's operations, so they give the scalar bits; scripts/cross-aarch64-test builds
-// the kernels and their tests for aarch64 with -Werror and runs them under qemu-user, comparing kNeon with
-// kScalar.
+// and gated group norm, which call them) and the recurrent layers' convolution, SSM scan and delta rule
+// (recurrent_neon.cc) have NEON versions; only rope takes its scalar path at kNeon. They keep the
+// canonical order of vec_dot.h and repeat RefExp's operations, so they give the scalar bits;
+// scripts/cross-aarch64-test builds the kernels and their tests for aarch64 with -Werror and runs them
+// under qemu-user, comparing kNeon with kScalar.
 //
 // The two families exclude each other: x86 code is fenced by `#if defined(__x86_64__)`, NEON code by `#if
 // defined(__aarch64__)`, and the predicates below never let an x86 kernel run at kNeon or a NEON kernel at an

@@ -1,5 +1,5 @@
 // Dispatch of the recurrent kernels: argument checks, the split of heads over threads, and the choice
-// between the AVX2 paths and the scalar references (which give the same bits).
+// between the AVX2 (x86-64) or NEON (aarch64) paths and the scalar references (which give the same bits).
 #include "kernels/recurrent.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "kernels/ops.h"
 #include "kernels/recurrent_avx2.h"
+#include "kernels/recurrent_neon.h"
 
 namespace llamay::kernels {
 namespace {
@@ -109,6 +110,8 @@ GatedDeltaRuleArgs DeltaHead(const GatedDeltaRuleArgs& a, int h) {
 void RunScan(const SsmScanArgs& a, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::SsmScan(a);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::SsmScan(a);
 #endif
   RefSsmScan(a);
 }
@@ -116,6 +119,8 @@ void RunScan(const SsmScanArgs& a, [[maybe_unused]] Isa isa) {
 void RunDelta(const GatedDeltaRuleArgs& a, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::GatedDeltaRule(a);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::GatedDeltaRule(a);
 #endif
   RefGatedDeltaRule(a);
 }
@@ -127,6 +132,8 @@ void CausalConv1d(const CausalConv1dArgs& a, [[maybe_unused]] Isa isa) {
   if (a.n_tokens == 0 || a.channels == 0) return;
 #if defined(__x86_64__)
   if (UseAvx2(isa)) return avx2::CausalConv1d(a);
+#elif defined(__aarch64__)
+  if (UsesNeon(isa)) return neon::CausalConv1d(a);
 #endif
   RefCausalConv1d(a);
 }

@@ -141,8 +141,8 @@ TEST(CausalConv1d, MatchesDoubleFormula) {
 
 TEST(CausalConv1d, EveryIsaMatchesReferenceBits) {
   std::mt19937 rng(41);
-  for (int64_t C : {1, 5, 8, 13, 37, 643}) {
-    for (int K : {1, 2, 3, 4, 7}) {
+  for (int64_t C : {1, 2, 3, 5, 6, 8, 12, 13, 26, 37, 643}) {
+    for (int K : {1, 2, 3, 4, 7, kMaxConvKernel}) {
       for (int64_t T : {1, 3, 17, 64}) {
         const bool bias = (C + K) % 2 == 0, silu = (C + T) % 3 != 0;
         ConvData ref(rng, T, C, K, bias, silu);
@@ -180,6 +180,29 @@ TEST(CausalConv1d, SplitCallsGiveSameBits) {
     for (int64_t t = 0; t < T; ++t) CausalConv1d(one.Args(t, 1), isa);
     EXPECT_TRUE(SameBits(one.y, w1.y));
     EXPECT_TRUE(SameBits(one.state, w1.state));
+  }
+}
+
+// Runs longer than the SIMD paths' token chunks (32), split anywhere, at kernel widths with and without a
+// compile-time path and channel counts with partial registers: the reference's bits each time.
+TEST(CausalConv1d, SplitCallsAcrossChunksGiveReferenceBits) {
+  std::mt19937 rng(142);
+  const int64_t T = 70;
+  for (int K : {2, 3, 4, 6}) {
+    for (int64_t C : {6, 21, 27}) {
+      ConvData ref(rng, T, C, K, K != 3, K != 2);
+      const ConvData init = ref;
+      RefCausalConv1d(ref.Args(0, T));
+      for (Isa isa : SupportedIsas()) {
+        for (int64_t k : {0, 1, 5, 31, 32, 33, 64, 69}) {
+          ConvData s = init;
+          CausalConv1d(s.Args(0, k), isa);
+          CausalConv1d(s.Args(k, T - k), isa);
+          ASSERT_TRUE(SameBits(s.y, ref.y)) << "K=" << K << " C=" << C << " k=" << k << " " << IsaName(isa);
+          ASSERT_TRUE(SameBits(s.state, ref.state)) << "K=" << K << " C=" << C << " k=" << k;
+        }
+      }
+    }
   }
 }
 
@@ -309,8 +332,8 @@ TEST(SsmScan, EveryIsaMatchesReferenceBits) {
     int H, G;
   };
   for (HG hg : {HG{1, 1}, HG{4, 2}, HG{6, 3}, HG{8, 1}}) {
-    for (int P : {1, 3, 16}) {
-      for (int N : {1, 3, 7, 8, 9, 17, 64}) {
+    for (int P : {1, 3, 5, 16}) {
+      for (int N : {1, 3, 4, 5, 7, 8, 9, 12, 13, 17, 64}) {
         for (int64_t T : {1, 3, 17, 64, 70}) {
           const bool with_d = (P + N) % 2 == 0, with_bias = (N + T) % 3 != 0;
           ScanData ref(rng, T, hg.H, P, N, hg.G, with_d, with_bias);
@@ -497,7 +520,7 @@ TEST(GatedDeltaRule, EveryIsaMatchesReferenceBits) {
   };
   for (Heads hh : {Heads{1, 1}, Heads{2, 4}, Heads{3, 3}}) {
     for (int Dk : {1, 3, 8, 13}) {
-      for (int Dv : {1, 5, 8, 13, 16, 19, 24, 31, 32, 33, 40, 56, 64, 70}) {
+      for (int Dv : {1, 2, 4, 5, 8, 10, 12, 13, 16, 19, 20, 24, 27, 28, 31, 32, 33, 40, 56, 64, 70}) {
         for (int64_t T : {1, 3, 17, 64}) {
           DeltaData ref(rng, T, hh.Hk, hh.Hv, Dk, Dv);
           const DeltaData init = ref;
