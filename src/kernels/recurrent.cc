@@ -116,11 +116,12 @@ void RunScan(const SsmScanArgs& a, [[maybe_unused]] Isa isa) {
   RefSsmScan(a);
 }
 
-void RunDelta(const GatedDeltaRuleArgs& a, [[maybe_unused]] Isa isa) {
+// One value head of a call (DeltaHead): the SIMD kernels take one head at a time.
+void RunDeltaHead(const GatedDeltaRuleArgs& a, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
-  if (UseAvx2(isa)) return avx2::GatedDeltaRule(a);
+  if (UseAvx2(isa)) return avx2::GatedDeltaRuleHead(a);
 #elif defined(__aarch64__)
-  if (UsesNeon(isa)) return neon::GatedDeltaRule(a);
+  if (UsesNeon(isa)) return neon::GatedDeltaRuleHead(a);
 #endif
   RefGatedDeltaRule(a);
 }
@@ -148,8 +149,12 @@ void SsmScan(const SsmScanArgs& a, ThreadPool* pool, Isa isa) {
 void GatedDeltaRule(const GatedDeltaRuleArgs& a, ThreadPool* pool, Isa isa) {
   CheckDelta(a);
   if (a.n_tokens == 0) return;
-  if (pool == nullptr || pool->num_threads() == 1 || a.n_v_heads == 1) return RunDelta(a, isa);
-  pool->ParallelFor(a.n_v_heads, [&](int64_t h, int) { RunDelta(DeltaHead(a, static_cast<int>(h)), isa); });
+  auto run_head = [&](int64_t h, int) { RunDeltaHead(DeltaHead(a, static_cast<int>(h)), isa); };
+  if (pool == nullptr || pool->num_threads() == 1 || a.n_v_heads == 1) {
+    for (int64_t h = 0; h < a.n_v_heads; ++h) run_head(h, 0);
+    return;
+  }
+  pool->ParallelFor(a.n_v_heads, run_head);
 }
 
 void GeGlu(const float* gate, const float* up, int64_t n, float* y, Isa isa) {

@@ -356,28 +356,7 @@ void SsmScan(const SsmScanArgs& a) {
   }
 }
 
-void GatedDeltaRule(const GatedDeltaRuleArgs& a) {
-  const int Hk = a.n_k_heads, Hv = a.n_v_heads, Dk = a.k_dim, Dv = a.v_dim;
-  for (int h = 0; h < Hv; ++h) {
-    const int hk = h % Hk;
-    GatedDeltaRuleArgs s = a;
-    s.n_k_heads = s.n_v_heads = 1;
-    s.state = a.state + int64_t{h} * Dk * Dv;
-    s.q = a.q + int64_t{hk} * Dk;
-    s.q_stride = Stride(a.q_stride, int64_t{Hk} * Dk);
-    s.k = a.k + int64_t{hk} * Dk;
-    s.k_stride = Stride(a.k_stride, int64_t{Hk} * Dk);
-    s.v = a.v + int64_t{h} * Dv;
-    s.v_stride = Stride(a.v_stride, int64_t{Hv} * Dv);
-    s.g = a.g + h;
-    s.g_stride = Stride(a.g_stride, Hv);
-    s.beta = a.beta + h;
-    s.beta_stride = Stride(a.beta_stride, Hv);
-    s.out = a.out + int64_t{h} * Dv;
-    s.out_stride = Stride(a.out_stride, int64_t{Hv} * Dv);
-    DeltaHeadAll(s);
-  }
-}
+void GatedDeltaRuleHead(const GatedDeltaRuleArgs& a) { DeltaHeadAll(a); }
 
 }  // namespace llamay::kernels::neon
 #endif  // __aarch64__
