@@ -17,10 +17,12 @@
 #include "base/numeric.h"
 #include "kernels/attention.h"
 #include "kernels/cpu.h"
+#include "kernels/delta_rule.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops_avx2.h"
 #include "kernels/recurrent.h"
+#include "kernels/ssm_scan.h"
 #include "kernels/thread_pool.h"
 
 namespace llamay::kernels {
@@ -377,7 +379,8 @@ void BM_SsmScan(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(3));
   const Isa isa = static_cast<Isa>(state.range(4));
   if (SkipUnsupported(state, isa)) return;
-  auto st = Normals(int64_t{H} * P * N, 1.0f, 1);
+  auto st = Normals(int64_t{H} * P * N, 1.0f, 1);  // a folded state, nothing pending
+  st.resize(static_cast<size_t>(SsmScanStateFloats(H, P, N, G)), 0.0f);
   const auto x = Normals(T * H * P, 1.0f, 2), dt = Normals(T * H, 1.0f, 3), bias = Normals(H, 0.5f, 4);
   const auto b = Normals(T * G * N, 1.0f, 5), c = Normals(T * G * N, 1.0f, 6), d = Normals(H, 1.0f, 7);
   std::vector<float> a(H, -0.5f), y(T * H * P);
@@ -407,7 +410,8 @@ void BM_GatedDeltaRule(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(4));
   const Isa isa = static_cast<Isa>(state.range(5));
   if (SkipUnsupported(state, isa)) return;
-  auto st = Normals(int64_t{Hv} * D * D, 0.1f, 1);
+  auto st = Normals(int64_t{Hv} * D * D, 0.1f, 1);  // a folded state, nothing pending
+  st.resize(static_cast<size_t>(GatedDeltaStateFloats(Hk, Hv, D, D)), 0.0f);
   const auto q = Normals(T * Hk * D, 0.1f, 2), k = Normals(T * Hk * D, 0.1f, 3),
              v = Normals(T * Hv * D, 1.0f, 4);
   std::vector<float> g(T * Hv, -0.1f), beta(T * Hv, 0.5f), out(T * Hv * D);

@@ -1,6 +1,6 @@
-// Kernels of the recurrent layers of hybrid models: the causal depthwise convolution in front of a Mamba-2
-// or gated-delta-net mixer, the Mamba-2 selective state update (ggml_ssm_scan), the gated delta rule of
-// Qwen3-Next / Qwen3.5, the grouped gated RMS norm after them, and GeGLU.
+// Kernels of the recurrent layers of hybrid models besides their scans: the causal depthwise convolution in
+// front of a Mamba-2 or gated-delta-net mixer, the grouped gated RMS norm after them, and GeGLU. The scans
+// themselves are chunked and live in ssm_scan.h (Mamba-2) and delta_rule.h (the gated delta rule).
 //
 // Invariants (DESIGN.md section 3):
 //   - One call processes a run of n_tokens tokens of ONE sequence, in token order, updating that
@@ -8,16 +8,14 @@
 //     operation rounded once: the library builds with -ffp-contract=off), so running tokens [0, T) in one
 //     call gives bit-identical outputs and final state to running [0, k) then [k, T): a state checkpoint
 //     taken between calls is exact.
-//   - The AVX2 paths give the same bits as the scalar references (reference/recurrent_ref.cc, the source
-//     of truth). They vectorise across an independent dimension (channels, value columns) or keep the
-//     fixed lane order of vec_dot.h, and call exp only through RefExp (never libm's expf, which differs
-//     between libraries and from any vector version).
-//   - Heads are independent: the ThreadPool argument (may be null) splits heads over threads without
-//     changing a bit.
+//   - The AVX2 and NEON paths give the same bits as the scalar references (reference/recurrent_ref.cc,
+//     the source of truth). They vectorise across an independent dimension (channels) or keep the fixed
+//     lane order of ops.h, and call exp only through RefExp (never libm's expf, which differs between
+//     libraries and from any vector version).
 //
 // Relation to llama.cpp (checked against ggml/src/ggml-cpu/ops.cpp and src/models/{mamba-base,
 // delta-net-base,qwen35}.cpp of ggml-org/llama.cpp): the formulas are ggml's; the results differ from
-// ggml only by rounding, where noted per kernel (ggml uses expf/logf and its own SIMD summation orders).
+// ggml only by rounding, where noted per kernel.
 //
 // Thread-safety: pure functions over caller-owned memory; a state must not be updated by two calls at once.
 #ifndef LLAMAY_KERNELS_RECURRENT_H_
@@ -26,7 +24,6 @@
 #include <cstdint>
 
 #include "kernels/cpu.h"
-#include "kernels/thread_pool.h"
 
 namespace llamay::kernels {
 
@@ -56,84 +53,6 @@ struct CausalConv1dArgs {
 inline constexpr int kMaxConvKernel = 16;
 void CausalConv1d(const CausalConv1dArgs& a, Isa isa = DetectIsa());
 
-// ---- Mamba-2 selective state update (ggml_ssm_scan with one A per head) ------------------------------
-// H heads of P elements, state size N, G groups; head h reads group g = h / (H / G) of B and C. Per token
-// t and head h (ggml's order, see ggml_compute_forward_ssm_scan_f32):
-//   dt_h  = softplus(dt[t][h] + dt_bias[h])         softplus(v) = v > 20 ? v : RefLog(1 + RefExp(v))
-//   dA    = RefExp(dt_h * A[h])
-//   for each p:  x_dt = x[t][h][p] * dt_h
-//                state[h][p][n] = (state[h][p][n] * dA) + (B[t][g][n] * x_dt)       for every n
-//                y[t][h][p] = sum over n of state[h][p][n] * C[t][g][n]   (the new state; lane order below)
-//                           (+ x[t][h][p] * D[h] when D is given: y = y + x*D, ggml's add(y, mul(x, D)))
-// The y sum keeps vec_dot.h's canonical f32 order (RefDotF32): lane n % 8 accumulates, then Reduce8.
-// Differences from ggml: expf/logf there vs RefExp/RefLog here (about 2 ulp each, in dt_h and dA), and
-// the y summation order (ggml sums in lanes of its own SIMD width with FMA, or sequentially on plain
-// builds): relative differences of a few ulp times sqrt(N) in y. ggml applies dt_bias with a separate
-// add before the op (here the same f32 add inside it) and D with add/mul after it (here the same two
-// operations inside it, when D is non-null). The state layout [H][P][N] is ggml's.
-struct SsmScanArgs {
-  int64_t n_tokens = 0;            // T >= 0
-  int n_heads = 0;                 // H
-  int head_dim = 0;                // P
-  int d_state = 0;                 // N
-  int n_groups = 1;                // G, divides H
-  float* state = nullptr;          // [H][P][N]; read and updated
-  const float* x = nullptr;        // [T][x_stride]: token t's [H][P] at x + t * x_stride
-  int64_t x_stride = 0;            // 0 means H*P
-  const float* dt = nullptr;       // [T][dt_stride]: raw (before bias and softplus), [H] per token
-  int64_t dt_stride = 0;           // 0 means H
-  const float* dt_bias = nullptr;  // [H] or null (no bias)
-  const float* a = nullptr;        // [H], GGUF ssm_a (already -exp(A_log))
-  const float* b = nullptr;        // [T][bc_stride]: token t's [G][N] at b + t * bc_stride
-  const float* c = nullptr;        // [T][bc_stride]: as b
-  int64_t bc_stride = 0;           // 0 means G*N
-  const float* d = nullptr;        // [H] skip term, or null (the caller applies it)
-  float* y = nullptr;              // [T][y_stride]: token t's [H][P]; must not overlap the inputs or state
-  int64_t y_stride = 0;            // 0 means H*P
-};
-void SsmScan(const SsmScanArgs& a, ThreadPool* pool = nullptr, Isa isa = DetectIsa());
-
-// ---- Gated delta rule (Qwen3-Next / Qwen3.5 linear attention) -------------------------------------------
-// Hv value heads, Hk key heads (Hk divides Hv); value head h reads key head h % Hk (llama.cpp's pairing:
-// its fused op indexes iv1 % neq1 and its unfused graph uses ggml_repeat, which tiles; the GGUF converter,
-// _LinearAttentionVReorderBase._reorder_v_heads, reorders Hugging Face's grouped value heads to match). The
-// caller has L2-normalised q and k and applied sigmoid to beta. Per token t and value head h, with S =
-// state[h] ([Dk][Dv], S[i][j]) and scale = 1/sqrt(Dk):
-//   eg = RefExp(g[t][h])
-//   S[i][j] = S[i][j] * eg                                                   for all i, j
-//   kv[j]    = sum over i = 0..Dk-1, in i order, of S[i][j] * k[i]           (from 0.0f)
-//   delta[j] = (v[j] - kv[j]) * beta[t][h]
-//   S[i][j] = S[i][j] + k[i] * delta[j]                                      for all i, j
-//   out[t][h][j] = (sum over i, in i order, of S[i][j] * q[i]) * scale     (from 0.0f)
-// This is the recurrence of ggml_compute_forward_gated_delta_net_one_chunk (the fused op llama.cpp uses;
-// it, too, scales the output rather than q; the unfused graph path scales q first, equal up to rounding).
-// Differences from ggml: expf there vs RefExp here, and its sums use ggml_vec_dot_f32 (SIMD lanes with FMA,
-// or double on plain builds) where these are sequential f32 sums: relative differences of a few ulp
-// times sqrt(Dk) per token. Layout: the state here is [Hv][Dk][Dv] (value index contiguous, so the AVX2
-// path vectorises across j and keeps each column's sequential order); ggml stores the transpose,
-// s[h][j][i] (key index contiguous): transpose each head's matrix to exchange states with llama.cpp.
-struct GatedDeltaRuleArgs {
-  int64_t n_tokens = 0;      // T >= 0
-  int n_k_heads = 0;         // Hk
-  int n_v_heads = 0;         // Hv, a multiple of Hk
-  int k_dim = 0;             // Dk
-  int v_dim = 0;             // Dv
-  float* state = nullptr;    // [Hv][Dk][Dv]; read and updated
-  const float* q = nullptr;  // [T][q_stride]: token t's [Hk][Dk]
-  int64_t q_stride = 0;      // 0 means Hk*Dk
-  const float* k = nullptr;  // [T][k_stride]: token t's [Hk][Dk]
-  int64_t k_stride = 0;      // 0 means Hk*Dk
-  const float* v = nullptr;  // [T][v_stride]: token t's [Hv][Dv]
-  int64_t v_stride = 0;      // 0 means Hv*Dv
-  const float* g = nullptr;  // [T][g_stride]: token t's [Hv] log decays (the state is multiplied by exp(g))
-  int64_t g_stride = 0;      // 0 means Hv
-  const float* beta = nullptr;  // [T][beta_stride]: token t's [Hv], already through the sigmoid
-  int64_t beta_stride = 0;      // 0 means Hv
-  float* out = nullptr;         // [T][out_stride]: token t's [Hv][Dv]; must not overlap inputs or state
-  int64_t out_stride = 0;       // 0 means Hv*Dv
-};
-void GatedDeltaRule(const GatedDeltaRuleArgs& a, ThreadPool* pool = nullptr, Isa isa = DetectIsa());
-
 // ---- GeGLU ---------------------------------------------------------------------------------------------
 // y[i] = gelu_tanh(gate[i]) * up[i]: bit for bit Gelu (ops.h) followed by Mul. y may alias gate or up.
 void GeGlu(const float* gate, const float* up, int64_t n, float* y, Isa isa = DetectIsa());
@@ -161,8 +80,6 @@ void GroupRmsNormGated(const float* x, const float* z, const float* w, int64_t n
 // ---- Scalar sources of truth (reference/recurrent_ref.cc): the formulas above, token by token, head by
 // head, written as plainly as possible. Same arguments and requirements as the dispatched entries.
 void RefCausalConv1d(const CausalConv1dArgs& a);
-void RefSsmScan(const SsmScanArgs& a);
-void RefGatedDeltaRule(const GatedDeltaRuleArgs& a);
 void RefGeGlu(const float* gate, const float* up, int64_t n, float* y);
 void RefGroupRmsNormGated(const float* x, const float* z, const float* w, int64_t n_tokens,
                           const GroupNormParams& p, float* y);

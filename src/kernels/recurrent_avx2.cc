@@ -1,14 +1,8 @@
-// AVX2 recurrent kernels. Each lane performs exactly the f32 operations of reference/recurrent_ref.cc for
-// one element, so the results match the scalar reference bit for bit:
-//   - the convolution runs across 8 channels per register, all tokens of a chunk on a few channel blocks
-//     in turn, the window of the last K inputs held in registers; SiLU is ops_avx2's over each row after;
-//   - the SSM scan keeps the state row of one (head, p) in lanes n % 8 and sums y in that lane order, then
-//     Reduce8: RefDotF32's order; all tokens of a chunk run on one row while it sits in L1;
-//   - the delta rule runs across value columns j (8 per register, blocks of 32 columns), each column's
-//     sums over i sequential as in the reference; all tokens run on one column block while its Dk x 32
-//     slice of the state sits in L1, one pass over it per token (token t's update and output with token
-//     t+1's decay and key sum).
-// Partial registers (channels or columns not a multiple of 8) use masked loads and stores: lanes never mix.
+// AVX2 causal convolution. Each lane performs exactly the f32 operations of reference/recurrent_ref.cc for
+// one channel, so the results match the scalar reference bit for bit: 8 channels per register, all tokens
+// of a chunk on a few channel blocks in turn, the window of the last K inputs held in registers; SiLU is
+// ops_avx2's over each row after. Partial registers (channels not a multiple of 8) use masked loads and
+// stores: lanes never mix.
 #if defined(__x86_64__)
 #include "kernels/recurrent_avx2.h"
 
@@ -112,173 +106,6 @@ LLAMAY_AVX2 void ConvAll(const CausalConv1dArgs& a) {
 // Tokens per pass of the channel blocks.
 constexpr int64_t kConvChunk = 32;
 
-// ---- SSM scan ----
-
-// Tokens whose dt and dA are computed together before the rows of a head run over them.
-constexpr int64_t kScanChunk = 32;
-
-// One token on kRows state rows s[r] [N] (consecutive p of one head): s = s * dA + B * x_dt[r], y[r] =
-// RefDotF32(s, C, N). The rows' sums are independent chains: several rows at once keep the adder busy
-// (one row alone waits on its single accumulator).
-template <int kRows>
-LLAMAY_AVX2_INLINE void ScanRows(float* const* s, const float* B, const float* Cv, int N, float dA,
-                                 const float* x_dt, float* y) {
-  const __m256 dA8 = _mm256_set1_ps(dA);
-  __m256 xdt8[kRows], acc[kRows];
-  for (int r = 0; r < kRows; ++r) {
-    xdt8[r] = _mm256_set1_ps(x_dt[r]);
-    acc[r] = _mm256_setzero_ps();
-  }
-  int n = 0;
-  for (; n + 8 <= N; n += 8) {
-    const __m256 b = _mm256_loadu_ps(B + n), c = _mm256_loadu_ps(Cv + n);
-    for (int r = 0; r < kRows; ++r) {
-      __m256 sv = _mm256_loadu_ps(s[r] + n);
-      sv = _mm256_add_ps(_mm256_mul_ps(sv, dA8), _mm256_mul_ps(b, xdt8[r]));
-      _mm256_storeu_ps(s[r] + n, sv);
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(sv, c));
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    if (n == N) {
-      y[r] = Reduce8(acc[r]);
-      continue;
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc[r]);
-    for (int m = n; m < N; ++m) {
-      const float sn = (s[r][m] * dA) + (B[m] * x_dt[r]);
-      s[r][m] = sn;
-      lanes[m % 8] = lanes[m % 8] + sn * Cv[m];
-    }
-    y[r] = kernels::Reduce8(lanes);
-  }
-}
-
-// Rows [p, p + kRows) of head h (a group g) for the tokens [t0, t0 + tn) whose dt and dA are given.
-template <int kRows>
-LLAMAY_AVX2_INLINE void ScanTokens(const SsmScanArgs& a, int h, int64_t g, int p, int64_t t0, int64_t tn,
-                                   const float* dt, const float* dA) {
-  const int H = a.n_heads, P = a.head_dim, N = a.d_state;
-  const int64_t xs = Stride(a.x_stride, int64_t{H} * P), bcs = Stride(a.bc_stride, int64_t{a.n_groups} * N),
-                ys = Stride(a.y_stride, int64_t{H} * P);
-  float* rows[kRows];
-  for (int r = 0; r < kRows; ++r) rows[r] = a.state + (int64_t{h} * P + p + r) * N;
-  for (int64_t u = 0; u < tn; ++u) {
-    const int64_t t = t0 + u;
-    const float* xv = a.x + t * xs + int64_t{h} * P + p;
-    float x_dt[kRows], y[kRows];
-    for (int r = 0; r < kRows; ++r) x_dt[r] = xv[r] * dt[u];
-    ScanRows<kRows>(rows, a.b + t * bcs + g * N, a.c + t * bcs + g * N, N, dA[u], x_dt, y);
-    float* yo = a.y + t * ys + int64_t{h} * P + p;
-    for (int r = 0; r < kRows; ++r) yo[r] = a.d != nullptr ? y[r] + xv[r] * a.d[h] : y[r];
-  }
-}
-
-// ---- Gated delta rule ----
-
-// Columns [j0, j0 + 8 * kNv) of one value head (the last register partial when kMasked: its lanes in
-// mask) for every token. Each token's rank-one update (and output sum) shares its pass over the state with
-// the next token's decay (and key sum): one load and one store per element and token; each element still
-// sees the reference's operations in the reference's order.
-template <int kNv, bool kMasked>
-LLAMAY_AVX2_INLINE void DeltaColumns(const GatedDeltaRuleArgs& a, float* S, int64_t j0, __m256i mask) {
-  const int Dk = a.k_dim, Dv = a.v_dim;
-  const int64_t T = a.n_tokens, qs = Stride(a.q_stride, Dk), ks = Stride(a.k_stride, Dk),
-                vs = Stride(a.v_stride, Dv), os = Stride(a.out_stride, Dv), gs = Stride(a.g_stride, 1),
-                bs = Stride(a.beta_stride, 1);
-  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(Dk)));
-  if (T == 0) return;
-  // Token 0: decay, and kv[j] = sum_i S[i][j] * k[i].
-  __m256 kv[kNv];
-  {
-    const __m256 eg = _mm256_set1_ps(RefExp(a.g[0]));
-    for (int u = 0; u < kNv; ++u) kv[u] = _mm256_setzero_ps();
-    for (int i = 0; i < Dk; ++i) {
-      float* row = S + int64_t{i} * Dv + j0;
-      const __m256 ki = _mm256_set1_ps(a.k[i]);
-      for (int u = 0; u < kNv; ++u) {
-        const __m256 s = _mm256_mul_ps(ColLoad<kNv, kMasked>(row + 8 * u, u, mask), eg);
-        ColStore<kNv, kMasked>(row + 8 * u, u, mask, s);
-        kv[u] = _mm256_add_ps(kv[u], _mm256_mul_ps(s, ki));
-      }
-    }
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    const float* q = a.q + t * qs;
-    const float* k = a.k + t * ks;
-    const __m256 beta = _mm256_set1_ps(a.beta[t * bs]);
-    __m256 delta[kNv], out[kNv];
-    for (int u = 0; u < kNv; ++u) {
-      delta[u] = _mm256_mul_ps(
-          _mm256_sub_ps(ColLoad<kNv, kMasked>(a.v + t * vs + j0 + 8 * u, u, mask), kv[u]), beta);
-      out[u] = _mm256_setzero_ps();
-    }
-    if (t + 1 < T) {
-      // Update and output sum of token t, then decay and key sum of token t + 1.
-      const float* kn = a.k + (t + 1) * ks;
-      const __m256 eg = _mm256_set1_ps(RefExp(a.g[(t + 1) * gs]));
-      for (int u = 0; u < kNv; ++u) kv[u] = _mm256_setzero_ps();
-      for (int i = 0; i < Dk; ++i) {
-        float* row = S + int64_t{i} * Dv + j0;
-        const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]), kni = _mm256_set1_ps(kn[i]);
-        for (int u = 0; u < kNv; ++u) {
-          __m256 s = _mm256_add_ps(ColLoad<kNv, kMasked>(row + 8 * u, u, mask), _mm256_mul_ps(ki, delta[u]));
-          out[u] = _mm256_add_ps(out[u], _mm256_mul_ps(s, qi));
-          s = _mm256_mul_ps(s, eg);
-          ColStore<kNv, kMasked>(row + 8 * u, u, mask, s);
-          kv[u] = _mm256_add_ps(kv[u], _mm256_mul_ps(s, kni));
-        }
-      }
-    } else {
-      for (int i = 0; i < Dk; ++i) {
-        float* row = S + int64_t{i} * Dv + j0;
-        const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
-        for (int u = 0; u < kNv; ++u) {
-          const __m256 s =
-              _mm256_add_ps(ColLoad<kNv, kMasked>(row + 8 * u, u, mask), _mm256_mul_ps(ki, delta[u]));
-          ColStore<kNv, kMasked>(row + 8 * u, u, mask, s);
-          out[u] = _mm256_add_ps(out[u], _mm256_mul_ps(s, qi));
-        }
-      }
-    }
-    for (int u = 0; u < kNv; ++u)
-      ColStore<kNv, kMasked>(a.out + t * os + j0 + 8 * u, u, mask, _mm256_mul_ps(out[u], scale));
-  }
-}
-
-// One value head (a has n_v_heads == n_k_heads == 1 and the arrays offset to that head).
-LLAMAY_AVX2 void DeltaHeadAll(const GatedDeltaRuleArgs& a) {
-  constexpr int kBlock = 32;  // columns per block: four registers
-  const int Dv = a.v_dim;
-  const __m256i all = _mm256_set1_epi32(-1);
-  int64_t j = 0;
-  for (; j + kBlock <= Dv; j += kBlock) DeltaColumns<4, false>(a, a.state, j, all);
-  const int64_t rest = Dv - j;
-  if (rest == 0) return;
-  const int64_t nv = (rest + 7) / 8;
-  const bool partial = rest % 8 != 0;
-  const __m256i mask = FirstLanes(rest - 8 * (nv - 1));
-  switch (nv * 2 + (partial ? 1 : 0)) {
-    case 2:
-      return DeltaColumns<1, false>(a, a.state, j, all);
-    case 3:
-      return DeltaColumns<1, true>(a, a.state, j, mask);
-    case 4:
-      return DeltaColumns<2, false>(a, a.state, j, all);
-    case 5:
-      return DeltaColumns<2, true>(a, a.state, j, mask);
-    case 6:
-      return DeltaColumns<3, false>(a, a.state, j, all);
-    case 7:
-      return DeltaColumns<3, true>(a, a.state, j, mask);
-    case 9:
-      return DeltaColumns<4, true>(a, a.state, j, mask);
-    default:
-      return;
-  }
-}
-
 }  // namespace
 
 LLAMAY_AVX2 void CausalConv1d(const CausalConv1dArgs& a) {
@@ -311,28 +138,6 @@ LLAMAY_AVX2 void CausalConv1d(const CausalConv1dArgs& a) {
   }
 }
 
-LLAMAY_AVX2 void SsmScan(const SsmScanArgs& a) {
-  const int H = a.n_heads, P = a.head_dim, heads_per_group = a.n_heads / a.n_groups;
-  const int64_t dts = Stride(a.dt_stride, H);
-  float dt[kScanChunk], dA[kScanChunk];
-  for (int h = 0; h < H; ++h) {
-    const int64_t g = h / heads_per_group;
-    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kScanChunk) {
-      const int64_t tn = std::min(kScanChunk, a.n_tokens - t0);
-      for (int64_t u = 0; u < tn; ++u) {
-        float v = a.dt[(t0 + u) * dts + h];
-        if (a.dt_bias != nullptr) v = v + a.dt_bias[h];
-        dt[u] = RefSoftplus(v);
-        dA[u] = RefExp(dt[u] * a.a[h]);
-      }
-      int p = 0;
-      for (; p + 4 <= P; p += 4) ScanTokens<4>(a, h, g, p, t0, tn, dt, dA);
-      for (; p < P; ++p) ScanTokens<1>(a, h, g, p, t0, tn, dt, dA);
-    }
-  }
-}
-
-LLAMAY_AVX2 void GatedDeltaRuleHead(const GatedDeltaRuleArgs& a) { DeltaHeadAll(a); }
 
 }  // namespace llamay::kernels::avx2
 #endif  // __x86_64__

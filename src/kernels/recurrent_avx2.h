@@ -8,9 +8,6 @@
 namespace llamay::kernels::avx2 {
 
 void CausalConv1d(const CausalConv1dArgs& a);
-void SsmScan(const SsmScanArgs& a);
-// One value head: REQUIRES a.n_k_heads == a.n_v_heads == 1 (recurrent.cc splits a call by heads).
-void GatedDeltaRuleHead(const GatedDeltaRuleArgs& a);
 
 }  // namespace llamay::kernels::avx2
 

@@ -31,6 +31,13 @@ inline std::vector<float> RandomFloats(std::mt19937& rng, size_t n, float scale 
   return v;
 }
 
+inline std::vector<float> UniformFloats(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
 inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -83,6 +83,10 @@ Status KvLayout::Validate() const {
   if (n_attention < n_layers) {
     if (recurrent_layer_bytes == 0 || recurrent_layer_bytes > (uint64_t{1} << 30))
       return InvalidArgumentError("kv layout: recurrent layers need a state of 1 byte..1 GiB");
+    if (recurrent_legacy_layer_bytes >= recurrent_layer_bytes)
+      return InvalidArgumentError("kv layout: a legacy recurrent state of " +
+                                  std::to_string(recurrent_legacy_layer_bytes) + " bytes is not shorter than " +
+                                  std::to_string(recurrent_layer_bytes));
     if (checkpoint_tokens != 0 && checkpoint_tokens % page_tokens != 0)
       return InvalidArgumentError("kv layout: checkpoint_tokens " + std::to_string(checkpoint_tokens) +
                                   " is not a multiple of page_tokens " + std::to_string(page_tokens));

@@ -90,6 +90,10 @@ struct KvLayout {
   // [n_layers] or empty: empty means every layer is full attention.
   std::vector<LayerSpec> layer_specs;
   uint64_t recurrent_layer_bytes = 0;  // state of one recurrent layer for one sequence
+  // An earlier recurrent_layer_bytes whose states are a prefix of today's (0: none): the model appended to
+  // its state a tail whose all-zero value is valid. A snapshot written with that size restores with each
+  // layer's state zero-extended, and is otherwise the same model.
+  uint64_t recurrent_legacy_layer_bytes = 0;
   // Checkpoints taken inside a prefill fall on multiples of this (the model's state-update granularity,
   // a multiple of page_tokens); 0 when the layout has no recurrent layer.
   uint32_t checkpoint_tokens = 0;

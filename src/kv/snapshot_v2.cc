@@ -33,6 +33,19 @@ KvLayout FileLayout(const SnapshotInfo& in) {
 
 namespace {
 
+// One sequence's recurrent slot of `layers` layers, stored with `from` bytes per layer, into a slot of `to`
+// bytes per layer (to >= from): each layer's bytes, then zeros (KvLayout::recurrent_legacy_layer_bytes).
+void WidenSlot(const uint8_t* src, uint64_t from, uint8_t* dst, uint64_t to, uint32_t layers) {
+  if (from == to) {
+    std::memcpy(dst, src, from * layers);
+    return;
+  }
+  for (uint32_t l = 0; l < layers; ++l) {
+    std::memcpy(dst + l * to, src + l * from, from);
+    std::memset(dst + l * to + from, 0, to - from);
+  }
+}
+
 // The LAYOUT section: [n_layers] x {u32 kind, u32 window}, then u64 recurrent_layer_bytes.
 Status ReadLayerMap(std::span<const uint8_t> sec, SnapshotInfo* in) {
   if (sec.size() != 8 * uint64_t{in->n_layers} + 8)
@@ -341,7 +354,11 @@ Result<Context> SnapshotCodec::RestoreV2(Cache& cache, std::span<const uint8_t> 
                                                      DigestHex(weights).substr(0, 16) + ")");
   const KvLayout& layout = cache.layout();
   const KvLayout fl = FileLayout(in);
-  bool same_map = fl.n_layers == layout.n_layers && fl.recurrent_bytes() == layout.recurrent_bytes();
+  // A recurrent state of the layout's earlier size loads zero-extended (KvLayout::recurrent_legacy_layer_bytes).
+  const uint64_t file_layer = fl.recurrent_layer_bytes;
+  bool same_map = fl.n_layers == layout.n_layers &&
+                  (file_layer == layout.recurrent_layer_bytes ||
+                   (file_layer != 0 && file_layer == layout.recurrent_legacy_layer_bytes));
   for (uint32_t i = 0; same_map && i < fl.n_layers; ++i) same_map = fl.spec(i) == layout.spec(i);
   if (!same_map)
     return SnapError(SnapshotError::kWrongModel, "computed by a model with another layer map (" + fl.ToString() +
@@ -352,7 +369,7 @@ Result<Context> SnapshotCodec::RestoreV2(Cache& cache, std::span<const uint8_t> 
                                                    layout.ToString() + ")");
   // 2. Checkpoint positions, before anything is allocated.
   const uint64_t n = in.n_positions;
-  const uint64_t slot = layout.recurrent_bytes();
+  const uint64_t slot = fl.recurrent_bytes();  // as stored; layout.recurrent_bytes() once widened
   uint64_t last = 0;
   for (uint64_t i = 0; i < in.n_checkpoints; ++i) {
     const uint64_t pos = U64(&p.checkpoints[8 + i * (8 + slot)]);
@@ -394,15 +411,17 @@ Result<Context> SnapshotCodec::RestoreV2(Cache& cache, std::span<const uint8_t> 
   // 4. The recurrent state and the checkpoints.
   if (slot != 0) {
     const uint8_t* state = p.state.data() + 8;
+    const uint32_t layers = layout.n_layers - layout.n_attention_layers();
     if (in.state_position != 0 || std::any_of(state, state + slot, [](uint8_t b) { return b != 0; })) {
       LLAMAY_ASSIGN_OR_RETURN(uint8_t * live, ctx.MutableState());
-      std::memcpy(live, state, slot);
+      WidenSlot(state, file_layer, live, layout.recurrent_layer_bytes, layers);
       LLAMAY_RETURN_IF_ERROR(ctx.CommitState(in.state_position));
     }
     for (uint64_t i = 0; i < in.n_checkpoints; ++i) {
       const uint8_t* c = &p.checkpoints[8 + i * (8 + slot)];
-      LLAMAY_ASSIGN_OR_RETURN(internal::Page * page, cache.AllocatePage(slot, /*zero=*/false, /*state=*/true));
-      std::memcpy(page->data, c + 8, slot);
+      LLAMAY_ASSIGN_OR_RETURN(internal::Page * page,
+                              cache.AllocatePage(layout.recurrent_bytes(), /*zero=*/false, /*state=*/true));
+      WidenSlot(c + 8, file_layer, page->data, layout.recurrent_layer_bytes, layers);
       s->checkpoints.push_back({U64(c), page});
     }
   }

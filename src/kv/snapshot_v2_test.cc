@@ -203,6 +203,64 @@ TEST(SnapshotV2, AnotherLayerMapIsAnotherModel) {
   EXPECT_TRUE(RestoreSnapshot(*f16, *bytes, D(5)).ok());
 }
 
+// A model that appended a tail to its recurrent state (KvLayout::recurrent_legacy_layer_bytes) still loads
+// the snapshots of the shorter state, each layer's bytes zero-extended, checkpoints too; any other size is
+// another model.
+TEST(SnapshotV2, AStateOfTheLegacySizeLoadsZeroExtendedLayerByLayer) {
+  KvLayout old_layout = SmallLayout(4);
+  old_layout.n_layers = 3;
+  old_layout.layer_specs = {
+      {LayerKind::kAttention, 0}, {LayerKind::kRecurrent, 0}, {LayerKind::kRecurrent, 0}};
+  old_layout.recurrent_layer_bytes = 40;
+  auto a = MakeCache(old_layout);
+  Context c = a->NewContext();
+  auto fill = [&](int salt) {
+    auto st = c.MutableState();
+    ASSERT_TRUE(st.ok());
+    for (size_t i = 0; i < 80; ++i) (*st)[i] = static_cast<uint8_t>(salt + i);
+    ASSERT_TRUE(c.CommitState(c.size()).ok());
+  };
+  ASSERT_TRUE(c.Append(Iota(8, 0)).ok());
+  fill(1);
+  ASSERT_TRUE(c.Checkpoint().ok());
+  ASSERT_TRUE(c.Append(Iota(5, 8)).ok());
+  fill(100);
+  SnapshotOptions o;
+  o.checkpoints = true;
+  auto bytes = SnapshotToBytes(c, D(3), o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+
+  KvLayout grown = old_layout;
+  grown.recurrent_layer_bytes = 56;
+  grown.recurrent_legacy_layer_bytes = 40;
+  auto b = MakeCache(grown);
+  auto r = RestoreSnapshot(*b, *bytes, D(3));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto widened = [](int salt) {
+    std::vector<uint8_t> w(112, 0);
+    for (size_t l = 0; l < 2; ++l)
+      for (size_t i = 0; i < 40; ++i) w[l * 56 + i] = static_cast<uint8_t>(salt + l * 40 + i);
+    return w;
+  };
+  ASSERT_NE(r->StateData(), nullptr);
+  EXPECT_EQ(std::vector<uint8_t>(r->StateData(), r->StateData() + 112), widened(100));
+  EXPECT_EQ(r->state_position(), 13u);
+  ASSERT_TRUE(r->Rollback(8).ok());
+  EXPECT_EQ(std::vector<uint8_t>(r->StateData(), r->StateData() + 112), widened(1));
+  ExpectInvariants(*b);
+
+  // Without the declaration, or with another earlier size, the map differs: another model.
+  grown.recurrent_legacy_layer_bytes = 0;
+  auto none = MakeCache(grown);
+  EXPECT_EQ(SnapshotErrorOf(RestoreSnapshot(*none, *bytes, D(3)).status()), SnapshotError::kWrongModel);
+  grown.recurrent_legacy_layer_bytes = 32;
+  auto other = MakeCache(grown);
+  EXPECT_EQ(SnapshotErrorOf(RestoreSnapshot(*other, *bytes, D(3)).status()), SnapshotError::kWrongModel);
+  // An "earlier" size that is not shorter is not a layout.
+  grown.recurrent_legacy_layer_bytes = 56;
+  EXPECT_FALSE(grown.Validate().ok());
+}
+
 TEST(SnapshotV2, EveryCorruptionAndTruncationIsRefusedAndChangesNothing) {
   auto cache = MakeCache(Hybrid(4));
   Context c = cache->NewContext();

@@ -97,7 +97,8 @@ class AttentionBlock {
 // layer's conv state, + bias, SiLU; selective scan of x with dt, A, B, C, D and the layer's SSM state;
 // grouped RMS norm of y * silu(z); out_proj. The state of sequence s, layer `layer` is the slice
 // [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][conv_channels] f32, then
-// the SSM state [n_head][head_dim][d_state] f32.
+// the chunked scan's state (kernels/ssm_scan.h: the folded [n_head][head_dim][d_state], then the pending
+// tokens).
 class Mamba2Block {
  public:
   explicit Mamba2Block(Step& step);
@@ -116,8 +117,8 @@ class Mamba2Block {
 // C channels with the layer's conv state (no bias), SiLU; q and k L2-normalised per head; the gated delta
 // rule (value head h reads key head h % Hk) on the layer's state; an RMS norm over each value head (one
 // ssm_norm weight shared by the heads) times silu(z); ssm_out. The state of sequence s is the slice
-// [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][C] f32, then the delta
-// state [Hv][Dk][Dv] f32.
+// [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][C] f32, then the chunked
+// rule's state (kernels/delta_rule.h: the folded [Hv][Dk][Dv], then the pending tokens).
 class DeltaNetBlock {
  public:
   explicit DeltaNetBlock(Step& step);

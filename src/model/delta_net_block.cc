@@ -2,6 +2,7 @@
 // llama.cpp's (src/models/qwen35.cpp, build_layer_attn_linear); the arithmetic of each operation is the
 // kernels' (kernels/recurrent.h) or gating.h's.
 #include "kernels/recurrent.h"
+#include "kernels/delta_rule.h"
 #include "model/blocks.h"
 #include "model/gating.h"
 
@@ -45,7 +46,7 @@ void DeltaNetBlock::Run(uint32_t layer, const float* xn, std::span<uint8_t* cons
     const int64_t n = step_.seq_tokens(q), t0 = step_.seq_begin[q];
     if (n == 0) continue;
     float* conv_state = reinterpret_cast<float*>(states[q] + layer_offset);  // [K-1][C]
-    float* delta_state = conv_state + s.conv_state_floats();                 // [Hv][Dk][Dv]
+    float* delta_state = conv_state + s.conv_state_floats();  // the rule state (kernels/delta_rule.h)
     float* row0 = &qkv_[static_cast<size_t>(t0 * C)];
     kernels::CausalConv1dArgs conv;
     conv.n_tokens = n;

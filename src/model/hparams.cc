@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/delta_rule.h"
+#include "kernels/ssm_scan.h"
+
 namespace llamay::model {
 namespace {
 
@@ -82,6 +85,8 @@ Status ReadAttention(const gguf::File& f, const std::string& a, const std::vecto
 
 Status ReadSsm(const gguf::File& f, const std::string& a, HParams* hp) {
   SsmParams& s = hp->ssm;
+  s.mixer = *std::find_if(hp->mixers.begin(), hp->mixers.end(),
+                          [](MixerKind m) { return m != MixerKind::kAttention; });
   LLAMAY_ASSIGN_OR_RETURN(s.d_conv, GetU32(f, a + "ssm.conv_kernel", 1, 16));
   LLAMAY_ASSIGN_OR_RETURN(s.d_inner, GetU32(f, a + "ssm.inner_size", 1, 1 << 16));
   LLAMAY_ASSIGN_OR_RETURN(s.d_state, GetU32(f, a + "ssm.state_size", 1, 1 << 12));
@@ -238,6 +243,16 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   return hp;
 }
 
+uint64_t SsmParams::scan_state_floats() const {
+  if (mixer == MixerKind::kGatedDeltaNet)
+    return static_cast<uint64_t>(
+        kernels::GatedDeltaStateFloats(static_cast<int>(n_group), static_cast<int>(n_head),
+                                       static_cast<int>(d_state), static_cast<int>(head_dim())));
+  return static_cast<uint64_t>(
+      kernels::SsmScanStateFloats(static_cast<int>(n_head), static_cast<int>(head_dim()),
+                                  static_cast<int>(d_state), static_cast<int>(n_group)));
+}
+
 kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,
                           uint32_t checkpoint_tokens) {
   kv::KvLayout l;
@@ -253,6 +268,7 @@ kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecisi
                                                : kv::LayerSpec{kv::LayerKind::kAttention, hp.window(i)});
   if (!hp.has_recurrent()) return l;
   l.recurrent_layer_bytes = hp.ssm.state_bytes();
+  l.recurrent_legacy_layer_bytes = hp.ssm.legacy_state_bytes();
   const uint32_t want = checkpoint_tokens ? checkpoint_tokens : kDefaultCheckpointTokens;
   l.checkpoint_tokens = page_tokens == 0 ? want : (want + page_tokens - 1) / page_tokens * page_tokens;
   return l;

@@ -43,23 +43,28 @@ enum class MixerKind : uint8_t { kAttention, kMamba2, kGatedDeltaNet };
 // Mamba-2 geometry ({arch}.ssm.* keys). H heads of P = d_inner / H elements, state size N, G groups.
 // The gated delta net reads the same keys (llama.cpp's mapping): H = Hv value heads of P = Dv elements,
 // N = Dk (the key head dim), G = Hk key heads; its conv channels are q [Hk*Dk] | k [Hk*Dk] | v [Hv*Dv] and
-// its state [Hv][Dk][Dv] has d_inner * d_state floats, so every size below holds for both mixers.
+// its folded state [Hv][Dk][Dv] has d_inner * d_state floats, as Mamba-2's [H][P][N].
 struct SsmParams {
-  uint32_t d_conv = 0;   // K: causal conv kernel (ssm.conv_kernel)
-  uint32_t d_inner = 0;  // H * P (ssm.inner_size)
-  uint32_t d_state = 0;  // N (ssm.state_size)
-  uint32_t n_head = 0;   // H (ssm.time_step_rank)
-  uint32_t n_group = 0;  // G (ssm.group_count), divides H
+  MixerKind mixer = MixerKind::kMamba2;  // the recurrent mixer keeping this state (a model has one kind)
+  uint32_t d_conv = 0;                   // K: causal conv kernel (ssm.conv_kernel)
+  uint32_t d_inner = 0;                  // H * P (ssm.inner_size)
+  uint32_t d_state = 0;                  // N (ssm.state_size)
+  uint32_t n_head = 0;                   // H (ssm.time_step_rank)
+  uint32_t n_group = 0;                  // G (ssm.group_count), divides H
   uint32_t head_dim() const { return n_head ? d_inner / n_head : 0; }
   // Channels of the convolution: x, B and C.
   uint32_t conv_channels() const { return d_inner + 2 * n_group * d_state; }
   // Rows of ssm_in: z [d_inner], xBC [conv_channels], dt [n_head].
   uint32_t in_proj_dim() const { return d_inner + conv_channels() + n_head; }
   // One layer's recurrent state for one sequence, in floats: the conv window [K-1][conv_channels], then the
-  // SSM state [H][P][N].
+  // chunked scan's state (kernels/ssm_scan.h or kernels/delta_rule.h: the folded state, a header, the
+  // pending tokens' inputs).
   uint64_t conv_state_floats() const { return uint64_t{d_conv - 1} * conv_channels(); }
-  uint64_t scan_state_floats() const { return uint64_t{d_inner} * d_state; }
+  uint64_t scan_state_floats() const;
   uint64_t state_bytes() const { return 4 * (conv_state_floats() + scan_state_floats()); }
+  // The state of the per-token scans before them: the conv window, then the folded state alone. Its
+  // snapshots still load, zero-extended (kv::KvLayout::recurrent_legacy_layer_bytes): nothing pending.
+  uint64_t legacy_state_bytes() const { return 4 * (conv_state_floats() + uint64_t{d_inner} * d_state); }
 };
 
 struct HParams {

@@ -1,6 +1,7 @@
 // The Mamba-2 mixer: see Mamba2Block in blocks.h. The order of operations is llama.cpp's
 // build_mamba2_layer; the arithmetic of each operation is the kernels' (kernels/recurrent.h).
 #include "kernels/recurrent.h"
+#include "kernels/ssm_scan.h"
 #include "model/blocks.h"
 
 namespace llamay::model::internal {
@@ -26,7 +27,7 @@ void Mamba2Block::Run(uint32_t layer, const float* xn, std::span<uint8_t* const>
     const int64_t n = step_.seq_tokens(q);
     if (n == 0) continue;
     float* conv_state = reinterpret_cast<float*>(states[q] + layer_offset);  // [K-1][C]
-    float* ssm_state = conv_state + s.conv_state_floats();                   // [H][P][N]
+    float* ssm_state = conv_state + s.conv_state_floats();  // the scan state (kernels/ssm_scan.h)
     float* row0 = &zxbcdt_[static_cast<size_t>(step_.seq_begin[q] * R)];
     kernels::CausalConv1dArgs conv;
     conv.n_tokens = n;

@@ -5,9 +5,11 @@
 // was. Parity with llama.cpp for these models is in model_test.cc (Parity).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "gguf/gguf.h"
@@ -34,12 +36,15 @@ TEST(RecurrentHParams, MambaAndGraniteGeometry) {
   EXPECT_EQ(hp.ssm.d_inner, 512u);
   EXPECT_EQ(hp.ssm.head_dim(), 64u);
   EXPECT_EQ(hp.ssm.in_proj_dim(), 1160u);  // the rows of ssm_in in the file
-  // conv [3][512 + 2*64] + ssm [8][64][64] floats.
-  EXPECT_EQ(hp.ssm.state_bytes(), 4u * (3 * 640 + 8 * 64 * 64));
+  // conv [3][512 + 2*64], the folded ssm [8][64][64], the chunk header (16), then 16 pending tokens' xdt
+  // [8*64], B [64] and dA [8] floats. Before the chunked scan: the conv and the folded state alone.
+  EXPECT_EQ(hp.ssm.state_bytes(), 4u * (3 * 640 + 8 * 64 * 64 + 16 + 16 * (512 + 64 + 8)));
+  EXPECT_EQ(hp.ssm.legacy_state_bytes(), 4u * (3 * 640 + 8 * 64 * 64));
   const kv::KvLayout l = (*mamba)->KvLayoutFor(16, kv::KvPrecision::kF32);
   EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
   EXPECT_EQ(l.n_attention_layers(), 0u);
   EXPECT_EQ(l.recurrent_layer_bytes, hp.ssm.state_bytes());
+  EXPECT_EQ(l.recurrent_legacy_layer_bytes, hp.ssm.legacy_state_bytes());
   EXPECT_EQ(l.checkpoint_tokens, 256u);
   EXPECT_EQ((*mamba)->KvLayoutFor(100, kv::KvPrecision::kF32).checkpoint_tokens,
             300u);  // rounded up to pages
@@ -89,8 +94,10 @@ TEST(RecurrentHParams, Qwen35Geometry) {
   EXPECT_EQ(hp.ssm.d_state, 64u);           // key head dim
   EXPECT_EQ(hp.ssm.head_dim(), 64u);        // value head dim
   EXPECT_EQ(hp.ssm.conv_channels(), 512u);  // the rows of attn_qkv: q 128 | k 128 | v 256
-  // conv [3][512] + delta state [4][64][64] floats.
-  EXPECT_EQ(hp.ssm.state_bytes(), 4u * (3 * 512 + 4 * 64 * 64));
+  // conv [3][512], the folded delta state [4][64][64], the chunk header (16), then 16 pending tokens' keys
+  // [2*64], deltas [4*64] and decays [4] floats.
+  EXPECT_EQ(hp.ssm.state_bytes(), 4u * (3 * 512 + 4 * 64 * 64 + 16 + 16 * (2 * 64 + 4 * 64 + 4)));
+  EXPECT_EQ(hp.ssm.legacy_state_bytes(), 4u * (3 * 512 + 4 * 64 * 64));
   const kv::KvLayout l = (*m)->KvLayoutFor(16, kv::KvPrecision::kQ8_0);
   EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
   EXPECT_EQ(l.n_attention_layers(), 2u);
@@ -354,6 +361,41 @@ TEST_P(RecurrentDeterminism, FailedStepLeavesContextsIntact) {
   EXPECT_EQ(branch.state_position(), 40u);
   branch.Close();
   EXPECT_TRUE(Same(Steps(*model_, twin, next), Steps(*model_, parent, next)));
+}
+
+// Snapshots written before the chunked scans (src/model/testdata: `llamay ctx build --f32` of a 41-token
+// prompt by commit 9a59bc9, whose kernels updated the state token by token) still restore: each layer's
+// state, zero-extended, is the folded state with nothing pending. They continue as a cold run of today's
+// kernels does, to rounding: the same mathematics in two orders, within the f32 parity bound (1e-3).
+TEST(RecurrentLegacy, SnapshotsOfThePerTokenScansStillLoadAndContinue) {
+  if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double d = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::fabs(double{a[i]} - b[i]));
+    return d;
+  };
+  for (const std::string name : {"granitehybrid", "qwen35"}) {
+    auto m = Model::Load(kModels + "tiny-" + name + "-f32.gguf");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/legacy_" + name + ".llamayctx",
+                     std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 1000u) << name;
+    auto cache = NewCache(**m, 64);
+    ASSERT_GT(cache->layout().recurrent_layer_bytes, cache->layout().recurrent_legacy_layer_bytes);
+    std::vector<float> stored;
+    auto restored = kv::RestoreSnapshot(*cache, bytes, (*m)->weight_digest(), &stored);
+    ASSERT_TRUE(restored.ok()) << name << ": " << restored.status().ToString();
+    const std::vector<int32_t> tokens = restored->tokens();
+    ASSERT_EQ(tokens.size(), 41u);
+    EXPECT_EQ(restored->state_position(), 41u);
+    kv::Context cold = cache->NewContext();
+    EXPECT_LT(max_diff(stored, Steps(**m, cold, tokens, false)), 1e-3)
+        << name << ": the stored next-token logits";
+    const std::vector<int32_t> more = {42, 43};
+    EXPECT_LT(max_diff(Steps(**m, *restored, more), Steps(**m, cold, more)), 1e-3) << name << ": continued";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentDeterminism,

@@ -66,66 +66,6 @@ void RefCausalConv1d(const CausalConv1dArgs& a) {
   }
 }
 
-void RefSsmScan(const SsmScanArgs& a) {
-  const int H = a.n_heads, P = a.head_dim, N = a.d_state, heads_per_group = a.n_heads / a.n_groups;
-  const int64_t xs = Stride(a.x_stride, int64_t{H} * P), dts = Stride(a.dt_stride, H),
-                bcs = Stride(a.bc_stride, int64_t{a.n_groups} * N), ys = Stride(a.y_stride, int64_t{H} * P);
-  for (int64_t t = 0; t < a.n_tokens; ++t) {
-    for (int h = 0; h < H; ++h) {
-      float dt = a.dt[t * dts + h];
-      if (a.dt_bias != nullptr) dt = dt + a.dt_bias[h];
-      dt = RefSoftplus(dt);
-      const float dA = RefExp(dt * a.a[h]);
-      const int64_t g = h / heads_per_group;
-      const float* B = a.b + t * bcs + g * N;
-      const float* Cv = a.c + t * bcs + g * N;
-      for (int p = 0; p < P; ++p) {
-        const float xv = a.x[t * xs + int64_t{h} * P + p];
-        const float x_dt = xv * dt;
-        float* s = a.state + (int64_t{h} * P + p) * N;
-        for (int n = 0; n < N; ++n) s[n] = (s[n] * dA) + (B[n] * x_dt);
-        float y = RefDotF32(s, Cv, N);
-        if (a.d != nullptr) y = y + xv * a.d[h];
-        a.y[t * ys + int64_t{h} * P + p] = y;
-      }
-    }
-  }
-}
-
-void RefGatedDeltaRule(const GatedDeltaRuleArgs& a) {
-  const int Hk = a.n_k_heads, Hv = a.n_v_heads, Dk = a.k_dim, Dv = a.v_dim;
-  const int64_t qs = Stride(a.q_stride, int64_t{Hk} * Dk), ks = Stride(a.k_stride, int64_t{Hk} * Dk),
-                vs = Stride(a.v_stride, int64_t{Hv} * Dv), os = Stride(a.out_stride, int64_t{Hv} * Dv),
-                gs = Stride(a.g_stride, Hv), bs = Stride(a.beta_stride, Hv);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(Dk));
-  std::vector<float> kv(Dv), delta(Dv);
-  for (int64_t t = 0; t < a.n_tokens; ++t) {
-    for (int h = 0; h < Hv; ++h) {
-      float* S = a.state + int64_t{h} * Dk * Dv;  // S[i][j] = S[i * Dv + j]
-      const float* q = a.q + t * qs + int64_t{h % Hk} * Dk;
-      const float* k = a.k + t * ks + int64_t{h % Hk} * Dk;
-      const float* v = a.v + t * vs + int64_t{h} * Dv;
-      const float eg = RefExp(a.g[t * gs + h]);
-      const float beta = a.beta[t * bs + h];
-      for (int64_t e = 0; e < int64_t{Dk} * Dv; ++e) S[e] = S[e] * eg;
-      for (int j = 0; j < Dv; ++j) {
-        float sum = 0.0f;
-        for (int i = 0; i < Dk; ++i) sum = sum + S[int64_t{i} * Dv + j] * k[i];
-        kv[j] = sum;
-      }
-      for (int j = 0; j < Dv; ++j) delta[j] = (v[j] - kv[j]) * beta;
-      for (int i = 0; i < Dk; ++i)
-        for (int j = 0; j < Dv; ++j) S[int64_t{i} * Dv + j] = S[int64_t{i} * Dv + j] + k[i] * delta[j];
-      float* o = a.out + t * os + int64_t{h} * Dv;
-      for (int j = 0; j < Dv; ++j) {
-        float sum = 0.0f;
-        for (int i = 0; i < Dk; ++i) sum = sum + S[int64_t{i} * Dv + j] * q[i];
-        o[j] = sum * scale;
-      }
-    }
-  }
-}
-
 void RefGeGlu(const float* gate, const float* up, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = RefGelu(gate[i]) * up[i];
 }
