@@ -148,6 +148,27 @@ LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const
   for (; r < rows; ++r) RunTokens<Kernel, 1>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
 }
 
+// ---- Partial registers: the first n of 8 lanes ----
+
+// All ones in the first n lanes (0 <= n <= 8), a mask for _mm256_maskload_ps / _mm256_maskstore_ps.
+LLAMAY_AVX2_INLINE __m256i FirstLanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Register u of a block of kN registers of columns: only the last one may be partial (its lanes in mask).
+template <int kN, bool kMasked>
+LLAMAY_AVX2_INLINE __m256 ColLoad(const float* p, int u, __m256i mask) {
+  return kMasked && u == kN - 1 ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
+}
+template <int kN, bool kMasked>
+LLAMAY_AVX2_INLINE void ColStore(float* p, int u, __m256i mask, __m256 v) {
+  if (kMasked && u == kN - 1) {
+    _mm256_maskstore_ps(p, mask, v);
+  } else {
+    _mm256_storeu_ps(p, v);
+  }
+}
+
 }  // namespace llamay::kernels::avx2
 
 #endif  // __x86_64__

@@ -26,25 +26,6 @@ namespace {
 
 constexpr int L = kRecurrentChunk;
 
-// All ones in the first n lanes (0 <= n <= 8).
-LLAMAY_AVX2_INLINE __m256i FirstLanes(int n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// Register u of a block of kNc: only the last one may be partial (its lanes in mask).
-template <int kNc, bool kMasked>
-LLAMAY_AVX2_INLINE __m256 ColLoad(const float* p, int u, __m256i mask) {
-  return kMasked && u == kNc - 1 ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
-}
-template <int kNc, bool kMasked>
-LLAMAY_AVX2_INLINE void ColStore(float* p, int u, __m256i mask, __m256 v) {
-  if (kMasked && u == kNc - 1) {
-    _mm256_maskstore_ps(p, mask, v);
-  } else {
-    _mm256_storeu_ps(p, v);
-  }
-}
-
 // The reference's FmaDot8 of four vectors a[r] against bk and against bq: out_k[r] = FmaDot8(a[r], bk, n),
 // out_q[r] = FmaDot8(a[r], bq, n). One accumulator per dot (lane i % 8, fma in ascending i), a tail lane by
 // lane, then Reduce8 of all eight at once (Reduce8x8: the same additions); eight independent chains keep

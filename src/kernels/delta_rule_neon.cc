@@ -25,33 +25,6 @@ namespace {
 
 constexpr int L = kRecurrentChunk;
 
-// The first `lanes` floats at p (1 <= lanes <= 4), the other lanes zero.
-LLAMAY_NEON_INLINE float32x4_t LoadPartial(const float* p, int lanes) {
-  float buf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int l = 0; l < lanes; ++l) buf[l] = p[l];
-  return vld1q_f32(buf);
-}
-// Stores the first `lanes` lanes of v at p.
-LLAMAY_NEON_INLINE void StorePartial(float* p, int lanes, float32x4_t v) {
-  float buf[4];
-  vst1q_f32(buf, v);
-  for (int l = 0; l < lanes; ++l) p[l] = buf[l];
-}
-
-// Register u of a block of kNc: only the last one may be partial (its lanes in `lanes`).
-template <int kNc, bool kMasked>
-LLAMAY_NEON_INLINE float32x4_t ColLoad(const float* p, int u, int lanes) {
-  return kMasked && u == kNc - 1 ? LoadPartial(p, lanes) : vld1q_f32(p);
-}
-template <int kNc, bool kMasked>
-LLAMAY_NEON_INLINE void ColStore(float* p, int u, int lanes, float32x4_t v) {
-  if (kMasked && u == kNc - 1) {
-    StorePartial(p, lanes, v);
-  } else {
-    vst1q_f32(p, v);
-  }
-}
-
 // The reference's FmaDot8 of four vectors a[r] against bk and against bq: out_k[r] = FmaDot8(a[r], bk, n),
 // out_q[r] = FmaDot8(a[r], bq, n). Each dot's lanes i % 8 are two registers (0..3, 4..7); a tail lane by
 // lane; then Reduce8. Eight independent dots keep the FMA pipes busy.

@@ -169,6 +169,35 @@ void RunTile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size
   }
 }
 
+// ---- Partial registers: the first `lanes` of 4 lanes ----
+
+// The first `lanes` floats at p (1 <= lanes <= 4), the other lanes zero.
+LLAMAY_NEON_INLINE float32x4_t LoadPartial(const float* p, int lanes) {
+  float buf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int l = 0; l < lanes; ++l) buf[l] = p[l];
+  return vld1q_f32(buf);
+}
+// Stores the first `lanes` lanes of v at p.
+LLAMAY_NEON_INLINE void StorePartial(float* p, int lanes, float32x4_t v) {
+  float buf[4];
+  vst1q_f32(buf, v);
+  for (int l = 0; l < lanes; ++l) p[l] = buf[l];
+}
+
+// Register u of a block of kN registers of columns: only the last one may be partial (its lanes in `lanes`).
+template <int kN, bool kMasked>
+LLAMAY_NEON_INLINE float32x4_t ColLoad(const float* p, int u, int lanes) {
+  return kMasked && u == kN - 1 ? LoadPartial(p, lanes) : vld1q_f32(p);
+}
+template <int kN, bool kMasked>
+LLAMAY_NEON_INLINE void ColStore(float* p, int u, int lanes, float32x4_t v) {
+  if (kMasked && u == kN - 1) {
+    StorePartial(p, lanes, v);
+  } else {
+    vst1q_f32(p, v);
+  }
+}
+
 }  // namespace llamay::kernels::neon
 
 #endif  // __aarch64__

@@ -18,26 +18,6 @@ namespace {
 
 int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
-// All ones in the first n lanes (0 <= n <= 8).
-LLAMAY_AVX2_INLINE __m256i FirstLanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// Register u of a block of kNv: only the last one may be partial.
-template <int kNv, bool kMasked>
-LLAMAY_AVX2_INLINE __m256 ColLoad(const float* p, int u, __m256i mask) {
-  return kMasked && u == kNv - 1 ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
-}
-template <int kNv, bool kMasked>
-LLAMAY_AVX2_INLINE void ColStore(float* p, int u, __m256i mask, __m256 v) {
-  if (kMasked && u == kNv - 1) {
-    _mm256_maskstore_ps(p, mask, v);
-  } else {
-    _mm256_storeu_ps(p, v);
-  }
-}
-
 // ---- Causal convolution ----
 
 // Taps of channels [c, c + 8) (lanes beyond `lanes` zero) transposed: out[k] lane l = weight[c + l][k].

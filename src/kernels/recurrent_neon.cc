@@ -21,33 +21,6 @@ namespace {
 
 int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
-// The first `lanes` floats at p (1 <= lanes <= 4), the other lanes zero.
-LLAMAY_NEON_INLINE float32x4_t LoadPartial(const float* p, int lanes) {
-  float buf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int l = 0; l < lanes; ++l) buf[l] = p[l];
-  return vld1q_f32(buf);
-}
-// Stores the first `lanes` lanes of v at p.
-LLAMAY_NEON_INLINE void StorePartial(float* p, int lanes, float32x4_t v) {
-  float buf[4];
-  vst1q_f32(buf, v);
-  for (int l = 0; l < lanes; ++l) p[l] = buf[l];
-}
-
-// Register u of a block of kNv: only the last one may be partial (its lanes in `lanes`).
-template <int kNv, bool kMasked>
-LLAMAY_NEON_INLINE float32x4_t ColLoad(const float* p, int u, int lanes) {
-  return kMasked && u == kNv - 1 ? LoadPartial(p, lanes) : vld1q_f32(p);
-}
-template <int kNv, bool kMasked>
-LLAMAY_NEON_INLINE void ColStore(float* p, int u, int lanes, float32x4_t v) {
-  if (kMasked && u == kNv - 1) {
-    StorePartial(p, lanes, v);
-  } else {
-    vst1q_f32(p, v);
-  }
-}
-
 // ---- Causal convolution ----
 
 // Taps of channels [c, c + 4) (lanes beyond `lanes` zero) transposed: out[k] lane l = weight[c + l][k].

@@ -23,12 +23,6 @@ constexpr int L = kRecurrentChunk;
 
 int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
-// All ones in the first n lanes (0 <= n <= 8).
-LLAMAY_AVX2_INLINE __m256i FirstLanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // FmaDot8(rows[r], cols[k], N) for r < R, k < C, written to out[k * ld + r]. Accumulator k * R + r; the tile
 // shapes with R * C == 8 reduce all eight at once (Reduce8x8: the same bits as Reduce8 on each).
 template <int R, int C>
