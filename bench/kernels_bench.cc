@@ -397,8 +397,8 @@ void BM_SsmScan(benchmark::State& state) {
   state.SetLabel(std::string(IsaName(isa)));
 }
 BENCHMARK(BM_SsmScan)
-    ->ArgsProduct({{8}, {64}, {1, 512}, {1, 2}, {0, 1}})
-    ->ArgsProduct({{32}, {128}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{8}, {64}, {1, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgsProduct({{32}, {128}, {1, 512}, {1, 2}, {0, 1, 2}})
     ->ArgNames({"heads", "d_state", "tokens", "threads", "isa"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
@@ -428,8 +428,8 @@ void BM_GatedDeltaRule(benchmark::State& state) {
   state.SetLabel(std::string(IsaName(isa)));
 }
 BENCHMARK(BM_GatedDeltaRule)
-    ->ArgsProduct({{1}, {8}, {64}, {1, 512}, {1, 2}, {0, 1}})
-    ->ArgsProduct({{16}, {32}, {128}, {1, 512}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1}, {8}, {64}, {1, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgsProduct({{16}, {32}, {128}, {1, 512}, {1, 2}, {0, 1, 2}})
     ->ArgNames({"k_heads", "v_heads", "head_dim", "tokens", "threads", "isa"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

@@ -152,7 +152,8 @@ LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const
 
 // All ones in the first n lanes (0 <= n <= 8), a mask for _mm256_maskload_ps / _mm256_maskstore_ps.
 LLAMAY_AVX2_INLINE __m256i FirstLanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Register u of a block of kN registers of columns: only the last one may be partial (its lanes in mask).

@@ -6,7 +6,8 @@
 // explicitly to compare them.
 //
 // x86-64: an AVX2/FMA/F16C version selected when the CPU has all three; a few hot kernels (the
-// Q8_0-activation tile kernels of the matmul, the batched Q4_K one) also have an AVX-512 VNNI version.
+// Q8_0-activation tile kernels of the matmul, the batched Q4_K one, attention, the chunked SSM scan and
+// gated delta rule) also have an AVX-512 version.
 // kAvx512 implies everything kAvx2 uses, and a kernel without an AVX-512 version runs its AVX2 one.
 //
 // aarch64: kNeon, the baseline Advanced SIMD set that every aarch64 CPU has (no optional extension such as

@@ -1,6 +1,6 @@
 // Dispatch of the chunked gated delta rule (delta_rule.h): argument checks, the split of value heads over
-// threads, the shared pending keys and count, and the choice between the AVX2 (x86-64) or NEON (aarch64)
-// per-head kernels and the scalar reference (which gives the same bits).
+// threads, the shared pending keys and count, and the choice between the AVX-512 or AVX2 (x86-64) or NEON
+// (aarch64) per-head kernels and the scalar reference (which gives the same bits).
 #include "kernels/delta_rule.h"
 
 #include <algorithm>
@@ -77,6 +77,7 @@ DeltaChunkHeadArgs HeadArgs(const GatedDeltaRuleArgs& a, int h, int m) {
 
 [[maybe_unused]] void RunHead(const DeltaChunkHeadArgs& h, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
+  if (UsesAvx512(isa)) return avx512::GatedDeltaChunkHead(h);
   avx2::GatedDeltaChunkHead(h);
 #elif defined(__aarch64__)
   neon::GatedDeltaChunkHead(h);

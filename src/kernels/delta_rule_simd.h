@@ -1,7 +1,7 @@
 // Internal to kernels/: the per-value-head entry points of the chunked gated delta rule (delta_rule.h) for
-// the SIMD paths (delta_rule_avx2.cc, delta_rule_neon.cc). delta_rule.cc validates the arguments, reads the
-// pending count once, runs the heads (possibly on several threads) and afterwards writes what the heads
-// share: the pending keys and the pending count.
+// the SIMD paths (delta_rule_avx2.cc, delta_rule_avx512.cc, delta_rule_neon.cc). delta_rule.cc validates
+// the arguments, reads the pending count once, runs the heads (possibly on several threads) and afterwards
+// writes what the heads share: the pending keys and the pending count.
 #ifndef LLAMAY_KERNELS_DELTA_RULE_SIMD_H_
 #define LLAMAY_KERNELS_DELTA_RULE_SIMD_H_
 
@@ -24,13 +24,16 @@ struct DeltaChunkHeadArgs {
   int64_t pend_eg_stride = 0;
 };
 
-// Both run the head's tokens as delta_rule.h states, fold every completed chunk into a.state, and at the end
-// write this head's pending delta and eg slots of every slot the call's tokens occupied (the last token in
-// each). They read pending keys and never write them.
+// Each runs the head's tokens as delta_rule.h states, folds every completed chunk into a.state, and at the
+// end writes this head's pending delta and eg slots of every slot the call's tokens occupied (the last token
+// in each). They read pending keys and never write them.
 #if defined(__x86_64__)
 namespace avx2 {
 void GatedDeltaChunkHead(const DeltaChunkHeadArgs& h);
 }  // namespace avx2
+namespace avx512 {
+void GatedDeltaChunkHead(const DeltaChunkHeadArgs& h);
+}  // namespace avx512
 #endif
 #if defined(__aarch64__)
 namespace neon {

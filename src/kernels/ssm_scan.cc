@@ -1,7 +1,7 @@
 // Dispatch of the chunked SSM scan (ssm_scan.h): argument checks, the split of heads over threads, the
-// choice between the AVX2 (x86-64) or NEON (aarch64) per-head kernels and the scalar reference (which gives
-// the same bits), and the writes of the state shared by all heads (pending B, header) once the heads are
-// done.
+// choice between the AVX-512 or AVX2 (x86-64) or NEON (aarch64) per-head kernels and the scalar reference
+// (which gives the same bits), and the writes of the state shared by all heads (pending B, header) once the
+// heads are done.
 #include "kernels/ssm_scan.h"
 
 #include <algorithm>
@@ -29,10 +29,11 @@ void CheckScan(const SsmScanArgs& a) {
       << "ssm scan lacks an array";
 }
 
-enum class Path { kAvx2, kNeon, kReference };
+enum class Path { kAvx512, kAvx2, kNeon, kReference };
 
 Path ChoosePath([[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
+  if (UsesAvx512(isa)) return Path::kAvx512;
   if (UsesAvx2(isa)) return Path::kAvx2;
 #elif defined(__aarch64__)
   if (UsesNeon(isa)) return Path::kNeon;
@@ -42,6 +43,7 @@ Path ChoosePath([[maybe_unused]] Isa isa) {
 
 void RunHead(Path path, const SsmScanArgs& a, int h, int m) {
 #if defined(__x86_64__)
+  if (path == Path::kAvx512) return avx512::SsmScanHead(a, h, m);
   if (path == Path::kAvx2) return avx2::SsmScanHead(a, h, m);
 #elif defined(__aarch64__)
   if (path == Path::kNeon) return neon::SsmScanHead(a, h, m);

@@ -38,6 +38,9 @@ inline SsmScanParts SsmScanStateParts(const SsmScanArgs& a) {
 namespace avx2 {
 void SsmScanHead(const SsmScanArgs& a, int h, int m);
 }  // namespace avx2
+namespace avx512 {
+void SsmScanHead(const SsmScanArgs& a, int h, int m);
+}  // namespace avx512
 namespace neon {
 void SsmScanHead(const SsmScanArgs& a, int h, int m);
 }  // namespace neon

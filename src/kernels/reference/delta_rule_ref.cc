@@ -1,5 +1,5 @@
 // Scalar reference of the chunked gated delta rule (delta_rule.h): token by token, head by head, the
-// header's operations written out in their order. delta_rule_avx2.cc and delta_rule_neon.cc repeat them.
+// header's operations written out in their order. delta_rule_avx2.cc, _avx512.cc and _neon.cc repeat them.
 //
 // Each token writes its pending slot j (its key, and per value head its delta and decay) as it goes, so a
 // slot always holds the last token that occupied it; the fast paths write the same slots (only at the end

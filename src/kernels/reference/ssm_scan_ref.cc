@@ -1,6 +1,6 @@
 // Scalar reference of the chunked Mamba-2 scan (ssm_scan.h): token by token, head by head, each operation
-// of the header's contract written out in its order. ssm_scan_avx2.cc and ssm_scan_neon.cc repeat these
-// operations exactly, blocked over tokens and rows.
+// of the header's contract written out in its order. ssm_scan_avx2.cc, ssm_scan_avx512.cc and
+// ssm_scan_neon.cc repeat these operations exactly, blocked over tokens and rows.
 //
 // Pending slots: every token writes its inputs to slot (its position in the chunk), so after any run of
 // calls slot k holds the latest token ever processed at position k (the valid ones are [0, m)). The fast

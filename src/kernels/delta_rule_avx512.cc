@@ -1,0 +1,367 @@
+// AVX-512 version of the chunked gated delta rule (delta_rule.h), one value head per call of
+// GatedDeltaChunkHead; the structure of delta_rule_avx2.cc and the bits of reference/delta_rule_ref.cc:
+//   - A = S^T k_j, Q = S^T q_j, the deltas and outputs (forward substitution) and the fold are chains that
+//     run along i or s for one column c each: 16 columns per register instead of 8 change no operation;
+//   - the dots kk(s) = FmaDot8(k_s, k_j) and kq(s) = FmaDot8(k_s, q) are eight lanes each, lane i % 8 in
+//     ascending i, then Reduce8: a 16-lane accumulator would be another order, so a zmm holds two dots, k_j
+//     in its low half and q in its high half against k_s broadcast to both, each half exactly an AVX2
+//     accumulator, reduced with Reduce8's additions in its order (Reduce8x16, eight keys at once).
+// Columns past a multiple of 16 go through masked loads and stores (the scratch rows are padded instead).
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/avx2_util.h"
+#include "kernels/avx512_util.h"
+#include "kernels/delta_rule_simd.h"
+#include "kernels/recurrent_chunk.h"
+#include "kernels/reference/reference.h"
+
+namespace llamay::kernels::avx512 {
+namespace {
+
+constexpr int L = kRecurrentChunk;
+
+// All ones in the first n lanes (0 <= n <= 16).
+LLAMAY_AVX512_INLINE __mmask16 FirstLanes16(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// Register u of a block of kNc: only the last one may be partial (its lanes in mask).
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE __m512 ColLoad(const float* p, int u, __mmask16 mask) {
+  return kMasked && u == kNc - 1 ? _mm512_maskz_loadu_ps(mask, p) : _mm512_loadu_ps(p);
+}
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void ColStore(float* p, int u, __mmask16 mask, __m512 v) {
+  if (kMasked && u == kNc - 1) {
+    _mm512_mask_storeu_ps(p, mask, v);
+  } else {
+    _mm512_storeu_ps(p, v);
+  }
+}
+
+// [a | b], and 8 floats in both halves (AVX-512 F only: the *32x8 forms need DQ).
+LLAMAY_AVX512_INLINE __m512 Join(__m256 a, __m256 b) {
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
+}
+LLAMAY_AVX512_INLINE __m512 Both(__m256 a) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(a)));
+}
+
+// Reduce8 of each 256-bit half of eight registers: lane 2 i + h of the result is bit for bit Reduce8 of half
+// h of a[i]. The same additions as Reduce8, operands in the same order: per dot s_k = l_k + l_k+4 (low 128
+// bits + high 128 bits of the half), then (s0 + s2) + (s1 + s3).
+LLAMAY_AVX512_INLINE __m512 Reduce8x16(const __m512* a) {
+  // s[k]'s 128-bit lanes hold s0..s3 of: a[k] low half, a[k] high half, a[k+4] low half, a[k+4] high half.
+  __m512 s[4];
+  for (int k = 0; k < 4; ++k)
+    s[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[k], a[k + 4], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[k], a[k + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Per 128-bit lane: [s0+s2 of row k, of row k+1, s1+s3 of row k, of row k+1], as avx2::Reduce8x8.
+  const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(s[0], s[1]), _mm512_unpackhi_ps(s[0], s[1]));
+  const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(s[2], s[3]), _mm512_unpackhi_ps(s[2], s[3]));
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane 4 slot + k of r is the dot of slot (above) of a[k]: reorder to lane 2 i + h.
+  const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+  return _mm512_permutexvar_ps(order, r);
+}
+
+// The reference's FmaDot8 of eight keys a[r] against bk and against bq: out_k[r] = FmaDot8(a[r], bk, n),
+// out_q[r] = FmaDot8(a[r], bq, n). Register r: [bk | bq] times a[r] broadcast to both halves, so its low
+// half is the dot with bk and its high half the dot with bq (lane i % 8, fma in ascending i); a tail by a
+// masked fma that leaves the unused lanes' accumulators untouched. Eight independent chains.
+LLAMAY_AVX512_INLINE void FmaDots8x2(const float* const* a, const float* bk, const float* bq, int n,
+                                     float* out_k, float* out_q) {
+  __m512 acc[8];
+  for (int r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512 kq = Join(_mm256_loadu_ps(bk + i), _mm256_loadu_ps(bq + i));
+    for (int r = 0; r < 8; ++r) acc[r] = _mm512_fmadd_ps(kq, Both(_mm256_loadu_ps(a[r] + i)), acc[r]);
+  }
+  if (i < n) {
+    const __mmask8 t8 = static_cast<__mmask8>((1u << (n - i)) - 1u);
+    const __mmask16 t16 = static_cast<__mmask16>(t8 | (t8 << 8));
+    const __m512 kq = Join(_mm256_maskz_loadu_ps(t8, bk + i), _mm256_maskz_loadu_ps(t8, bq + i));
+    for (int r = 0; r < 8; ++r)
+      acc[r] = _mm512_mask3_fmadd_ps(kq, Both(_mm256_maskz_loadu_ps(t8, a[r] + i)), acc[r], t16);
+  }
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, Reduce8x16(acc));
+  for (int r = 0; r < 8; ++r) {
+    out_k[r] = sums[2 * r];
+    out_q[r] = sums[2 * r + 1];
+  }
+}
+
+// Register blocks: kNr broadcast rows by kNc column registers of accumulators (at most 24 of 32 registers).
+template <int kNc>
+constexpr int kMaxRows = kNc >= 4 ? 6 : 8;
+
+// ---- A and Q: out[r][c] = sum over i ascending of fma(S[i][c], x[r][i]), for columns [0, 16 kNc) of S ----
+template <int kNr, int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void ProductTile(const float* S, int64_t Dv, int Dk, const float* const* x,
+                                      __mmask16 mask, float* out, int64_t out_stride) {
+  const float* xr[kNr];
+  __m512 acc[kNr][kNc];
+  for (int r = 0; r < kNr; ++r) {
+    xr[r] = x[r];
+    for (int u = 0; u < kNc; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
+  for (int i = 0; i < Dk; ++i) {
+    const float* row = S + int64_t{i} * Dv;
+    __m512 s[kNc];
+    for (int u = 0; u < kNc; ++u) s[u] = ColLoad<kNc, kMasked>(row + 16 * u, u, mask);
+    for (int r = 0; r < kNr; ++r) {
+      const __m512 b = _mm512_set1_ps(xr[r][i]);
+      for (int u = 0; u < kNc; ++u) acc[r][u] = _mm512_fmadd_ps(s[u], b, acc[r][u]);
+    }
+  }
+  for (int r = 0; r < kNr; ++r)
+    for (int u = 0; u < kNc; ++u) _mm512_storeu_ps(out + r * out_stride + 16 * u, acc[r][u]);
+}
+
+// n <= kMaxRows<kNc> vectors on one block of columns (S and out offset to its first column).
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void ProductGroup(const float* S, int64_t Dv, int Dk, const float* const* x, int n,
+                                       __mmask16 mask, float* out, int64_t os) {
+  constexpr int R = kMaxRows<kNc>;
+  switch (n) {
+    case 8:
+      if constexpr (R >= 8) ProductTile<8, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 7:
+      if constexpr (R >= 7) ProductTile<7, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 6:
+      ProductTile<6, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 5:
+      ProductTile<5, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 4:
+      ProductTile<4, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 3:
+      ProductTile<3, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 2:
+      ProductTile<2, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    case 1:
+      ProductTile<1, kNc, kMasked>(S, Dv, Dk, x, mask, out, os);
+      break;
+    default:
+      break;
+  }
+}
+
+// All n vectors on one block of columns, in groups of up to kMaxRows<kNc>. A short last group (too few
+// independent chains to hide the fma latency) is avoided by splitting the last two groups evenly.
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void ProductColumns(const float* S, int64_t Dv, int Dk, const float* const* x, int n,
+                                         __mmask16 mask, float* out, int64_t os) {
+  constexpr int R = kMaxRows<kNc>, kMin = R / 2 + 1;
+  for (int r = 0; r < n;) {
+    const int left = n - r;
+    const int take = left <= R ? left : (left - R < kMin ? (left + 1) / 2 : R);
+    ProductGroup<kNc, kMasked>(S, Dv, Dk, x + r, take, mask, out + r * os, os);
+    r += take;
+  }
+}
+
+// out row r (stride out_stride, padded to whole registers) = S^T x[r] for r < n. Column blocks outermost:
+// a block's Dk x 16 kNc slice of S stays in L1 while every vector passes over it.
+LLAMAY_AVX512_INLINE void Product(const float* S, int Dv, int Dk, const float* const* x, int n, float* out,
+                                  int64_t out_stride) {
+  const __mmask16 all = 0xFFFF;
+  const int full = Dv / 16;
+  int cv = 0;
+  if (n == 2) {
+    // Decode: one k and one q, so more column registers keep enough independent chains in flight.
+    for (; cv + 8 <= full; cv += 8)
+      ProductColumns<8, false>(S + 16 * cv, Dv, Dk, x, n, all, out + 16 * cv, out_stride);
+  }
+  for (; cv + 4 <= full; cv += 4)
+    ProductColumns<4, false>(S + 16 * cv, Dv, Dk, x, n, all, out + 16 * cv, out_stride);
+  for (; cv < full; ++cv) ProductColumns<1, false>(S + 16 * cv, Dv, Dk, x, n, all, out + 16 * cv, out_stride);
+  if (Dv % 16 != 0)
+    ProductColumns<1, true>(S + 16 * cv, Dv, Dk, x, n, FirstLanes16(Dv % 16), out + 16 * cv, out_stride);
+}
+
+// ---- The fold: S[i][c] = Gamma * S[i][c], then fma(W[i][s], delta_s[c]) for s ascending ----
+// S offset to (row i0, first column); w to row i0 of W [Dk][L]; d[s] + c0 is delta_s at the first column.
+template <int kNr, int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void FoldTile(float* S, int64_t Dv, const float* w, const float* const* d, int64_t c0,
+                                   __m512 gamma, __mmask16 mask) {
+  __m512 acc[kNr][kNc];
+  for (int r = 0; r < kNr; ++r)
+    for (int u = 0; u < kNc; ++u)
+      acc[r][u] = _mm512_mul_ps(gamma, ColLoad<kNc, kMasked>(S + r * Dv + 16 * u, u, mask));
+  for (int s = 0; s < L; ++s) {
+    __m512 dv[kNc];
+    for (int u = 0; u < kNc; ++u) dv[u] = ColLoad<kNc, kMasked>(d[s] + c0 + 16 * u, u, mask);
+    for (int r = 0; r < kNr; ++r) {
+      const __m512 b = _mm512_set1_ps(w[r * L + s]);
+      for (int u = 0; u < kNc; ++u) acc[r][u] = _mm512_fmadd_ps(b, dv[u], acc[r][u]);
+    }
+  }
+  for (int r = 0; r < kNr; ++r)
+    for (int u = 0; u < kNc; ++u) ColStore<kNc, kMasked>(S + r * Dv + 16 * u, u, mask, acc[r][u]);
+}
+
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void FoldColumns(float* S, int64_t Dv, int Dk, const float* w, const float* const* d,
+                                      int64_t c0, __m512 gamma, __mmask16 mask) {
+  constexpr int R = kNc >= 4 ? 4 : 8;
+  int i = 0;
+  for (; i + R <= Dk; i += R) FoldTile<R, kNc, kMasked>(S + i * Dv, Dv, w + i * L, d, c0, gamma, mask);
+  for (; i < Dk; ++i) FoldTile<1, kNc, kMasked>(S + i * Dv, Dv, w + i * L, d, c0, gamma, mask);
+}
+
+LLAMAY_AVX512_INLINE void Fold(float* S, int Dv, int Dk, const float* w, const float* const* d, float gamma) {
+  const __mmask16 all = 0xFFFF;
+  const __m512 g = _mm512_set1_ps(gamma);
+  const int full = Dv / 16;
+  int cv = 0;
+  for (; cv + 4 <= full; cv += 4) FoldColumns<4, false>(S + 16 * cv, Dv, Dk, w, d, 16 * cv, g, all);
+  for (; cv < full; ++cv) FoldColumns<1, false>(S + 16 * cv, Dv, Dk, w, d, 16 * cv, g, all);
+  if (Dv % 16 != 0) FoldColumns<1, true>(S + 16 * cv, Dv, Dk, w, d, 16 * cv, g, FirstLanes16(Dv % 16));
+}
+
+// ---- Deltas and outputs of tokens [j0, j1) of a chunk, across columns [c0, c0 + 16 kNc) ----
+struct ChunkCoefs {
+  float gamma[L];
+  float ck[L][L];  // Dec(j, s) * kk(s), s < j
+  float cq[L][L];  // Dec(j, s) * kq(s), s <= j
+};
+
+template <int kNc, bool kMasked>
+LLAMAY_AVX512_INLINE void SubstColumns(const GatedDeltaRuleArgs& a, int64_t t0, int j0, int j1,
+                                       const ChunkCoefs& cf, const float* aq, int64_t Dvp,
+                                       const float* const* d, float* dbuf, int64_t c0, __mmask16 mask) {
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(a.k_dim)));
+  for (int j = j0; j < j1; ++j) {
+    const int64_t t = t0 + (j - j0);
+    const float* arow = aq + int64_t{2} * (j - j0) * Dvp + c0;
+    const __m512 gam = _mm512_set1_ps(cf.gamma[j]);
+    __m512 kv[kNc], o[kNc];
+    for (int u = 0; u < kNc; ++u) {
+      kv[u] = _mm512_mul_ps(gam, _mm512_loadu_ps(arow + 16 * u));
+      o[u] = _mm512_mul_ps(gam, _mm512_loadu_ps(arow + Dvp + 16 * u));
+    }
+    for (int s = 0; s < j; ++s) {
+      const __m512 bk = _mm512_set1_ps(cf.ck[j][s]), bq = _mm512_set1_ps(cf.cq[j][s]);
+      for (int u = 0; u < kNc; ++u) {
+        const __m512 ds = ColLoad<kNc, kMasked>(d[s] + c0 + 16 * u, u, mask);
+        kv[u] = _mm512_fmadd_ps(bk, ds, kv[u]);
+        o[u] = _mm512_fmadd_ps(bq, ds, o[u]);
+      }
+    }
+    const __m512 beta = _mm512_set1_ps(a.beta[t * a.beta_stride]), bj = _mm512_set1_ps(cf.cq[j][j]);
+    const float* v = a.v + t * a.v_stride + c0;
+    float* out = a.out + t * a.out_stride + c0;
+    for (int u = 0; u < kNc; ++u) {
+      const __m512 dj = _mm512_mul_ps(_mm512_sub_ps(ColLoad<kNc, kMasked>(v + 16 * u, u, mask), kv[u]), beta);
+      _mm512_storeu_ps(dbuf + int64_t{j} * Dvp + c0 + 16 * u, dj);
+      o[u] = _mm512_fmadd_ps(bj, dj, o[u]);
+      ColStore<kNc, kMasked>(out + 16 * u, u, mask, _mm512_mul_ps(o[u], scale));
+    }
+  }
+}
+
+// Grow-only scratch of one thread: the chunk's deltas [L][Dvp], A and Q rows [2L][Dvp], W [Dk][L].
+struct Scratch {
+  std::vector<float> dbuf, aq, w;
+};
+
+}  // namespace
+
+LLAMAY_AVX512 void GatedDeltaChunkHead(const DeltaChunkHeadArgs& h) {
+  const GatedDeltaRuleArgs& a = h.a;
+  const int Dk = a.k_dim, Dv = a.v_dim, m = h.pending;
+  const int64_t T = a.n_tokens, Dvp = (Dv + 15) / 16 * 16;
+  thread_local Scratch scratch;
+  if (scratch.dbuf.size() < static_cast<size_t>(L * Dvp)) scratch.dbuf.resize(L * Dvp);
+  if (scratch.aq.size() < static_cast<size_t>(2 * L * Dvp)) scratch.aq.resize(2 * L * Dvp);
+  if (scratch.w.size() < static_cast<size_t>(int64_t{L} * Dk)) scratch.w.resize(int64_t{L} * Dk);
+  float* dbuf = scratch.dbuf.data();
+  float* aq = scratch.aq.data();
+  float* w = scratch.w.data();
+
+  // Slot s of the chunk: its key, its delta (pending slots are read in place) and its decay.
+  const float* kp[L];
+  const float* dp[L];
+  const float* x[2 * L];  // the product's vectors: k_j, q_j for the chunk's tokens of this call
+  float eg[L];
+  for (int s = 0; s < m; ++s) {
+    kp[s] = h.pend_k + s * h.pend_k_stride;
+    dp[s] = h.pend_delta + s * h.pend_delta_stride;
+    eg[s] = h.pend_eg[s * h.pend_eg_stride];
+  }
+  ChunkCoefs cf;
+  float dec[L];
+  int j0 = m;
+  for (int64_t t0 = 0; t0 < T;) {
+    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
+    for (int j = j0; j < j1; ++j) {
+      const int64_t t = t0 + (j - j0);
+      kp[j] = a.k + t * a.k_stride;
+      dp[j] = dbuf + j * Dvp;
+      eg[j] = RefExp(a.g[t * a.g_stride]);
+      x[2 * (j - j0)] = kp[j];
+      x[2 * (j - j0) + 1] = a.q + t * a.q_stride;
+    }
+    for (int j = j0; j < j1; ++j) {
+      dec[j] = 1.0f;
+      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * eg[s + 1];
+      cf.gamma[j] = dec[0] * eg[0];
+      // kk(s) for s < j and kq(s) for s <= j, eight keys k_s at a time (k_j again past s = j: unused).
+      float kk[L + 7], kq[L + 7];
+      for (int s = 0; s <= j; s += 8) {
+        const float* ks[8];
+        for (int r = 0; r < 8; ++r) ks[r] = kp[std::min(s + r, j)];
+        FmaDots8x2(ks, kp[j], x[2 * (j - j0) + 1], Dk, kk + s, kq + s);
+      }
+      for (int s = 0; s < j; ++s) cf.ck[j][s] = dec[s] * kk[s];
+      for (int s = 0; s <= j; ++s) cf.cq[j][s] = dec[s] * kq[s];
+    }
+    Product(a.state, Dv, Dk, x, 2 * (j1 - j0), aq, Dvp);
+    {
+      const __mmask16 all = 0xFFFF;
+      const int full = Dv / 16;
+      int cv = 0;
+      for (; cv + 8 <= full; cv += 8)
+        SubstColumns<8, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
+      for (; cv + 4 <= full; cv += 4)
+        SubstColumns<4, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
+      for (; cv < full; ++cv) SubstColumns<1, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
+      if (Dv % 16 != 0)
+        SubstColumns<1, true>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, FirstLanes16(Dv % 16));
+    }
+    if (j1 == L) {
+      // dec holds Dec(L - 1, s) from the last token's coefficients.
+      for (int i = 0; i < Dk; ++i)
+        for (int s = 0; s < L; ++s) w[i * L + s] = dec[s] * kp[s][i];
+      Fold(a.state, Dv, Dk, w, dp, cf.gamma[L - 1]);
+    }
+    t0 += j1 - j0;
+    j0 = j1 == L ? 0 : j1;
+  }
+
+  // This head's pending slots: every slot a token of the call occupied holds that slot's last token.
+  const int64_t last_slot = (m + T - 1) % L;
+  for (int s = 0; s < L; ++s) {
+    if (T - 1 - (last_slot - s + L) % L < 0) continue;
+    std::copy_n(dbuf + s * Dvp, Dv, h.pend_delta + s * h.pend_delta_stride);
+    h.pend_eg[s * h.pend_eg_stride] = eg[s];
+  }
+}
+
+}  // namespace llamay::kernels::avx512
+#endif  // __x86_64__
