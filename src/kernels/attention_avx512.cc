@@ -17,11 +17,8 @@
 namespace llamay::kernels::avx512 {
 namespace {
 
-// [a | b] and its halves, with AVX-512 F instructions only (the *32x8 forms need DQ).
-LLAMAY_AVX512_INLINE __m512 Join(__m256 a, __m256 b) {
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
-}
+// A 256-bit load in both halves, and the high half, with AVX-512 F instructions only (the *32x8 forms need
+// DQ); Join (avx512_util.h) builds [a | b].
 LLAMAY_AVX512_INLINE __m512 Broadcast256(const float* p) {
   return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
 }

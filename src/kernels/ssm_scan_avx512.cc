@@ -28,40 +28,6 @@ constexpr int L = kRecurrentChunk;
 
 int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
-// All ones in the first n lanes (0 <= n <= 16).
-LLAMAY_AVX512_INLINE __mmask16 FirstLanes16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
-
-// [a | b], and 8 floats in both halves (AVX-512 F only: the *32x8 forms need DQ).
-LLAMAY_AVX512_INLINE __m512 Join(__m256 a, __m256 b) {
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
-}
-LLAMAY_AVX512_INLINE __m512 Both(__m256 a) {
-  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(a)));
-}
-
-// Reduce8 of each 256-bit half of eight registers: lane 2 i + h of the result (lane 8 h + i with
-// halves_first) is bit for bit Reduce8 of half h of a[i]. The same additions as Reduce8, operands in the same
-// order: per dot s_k = l_k + l_k+4 (low 128 bits + high 128 bits of the half), then (s0 + s2) + (s1 + s3).
-LLAMAY_AVX512_INLINE __m512 Reduce8x16(const __m512* a, bool halves_first = false) {
-  // s[k]'s 128-bit lanes hold s0..s3 of: a[k] low half, a[k] high half, a[k+4] low half, a[k+4] high half.
-  __m512 s[4];
-  for (int k = 0; k < 4; ++k)
-    s[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[k], a[k + 4], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a[k], a[k + 4], _MM_SHUFFLE(3, 1, 3, 1)));
-  // Per 128-bit lane: [s0+s2 of row k, of row k+1, s1+s3 of row k, of row k+1], as avx2::Reduce8x8.
-  const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(s[0], s[1]), _mm512_unpackhi_ps(s[0], s[1]));
-  const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(s[2], s[3]), _mm512_unpackhi_ps(s[2], s[3]));
-  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(1, 0, 1, 0)),
-                                 _mm512_shuffle_ps(t01, t23, _MM_SHUFFLE(3, 2, 3, 2)));
-  // Lane 4 slot + k of r is the dot of slot (above) of a[k]: reorder to lane 2 i + h, or with halves_first
-  // to lane 8 h + i (the low halves of a[0..7], then their high halves).
-  const __m512i order = halves_first
-                            ? _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15)
-                            : _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-  return _mm512_permutexvar_ps(order, r);
-}
-
 // The accumulators of NA x NB pairs of FmaDot8: pair register a holds pa[2a] (low half) and pa[2a+1] (high
 // half), broadcast b holds pb[b] in both halves; acc[a NB + b] half h accumulates (pa[2a+h], pb[b]).
 template <int NA, int NB>
