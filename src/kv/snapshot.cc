@@ -115,7 +115,8 @@ Status CheckGeometry(uint32_t layers, uint32_t heads, uint32_t head_dim, uint32_
 Status ReadHeader(std::span<const uint8_t> b, SnapshotInfo* info, uint32_t* n_sections) {
   const size_t size = b.size();
   if (size < sizeof(kSnapshotMagic)) {
-    if (std::memcmp(b.data(), kSnapshotMagic, size) == 0)
+    // An empty span may have a null data(), which memcmp must not see even for 0 bytes.
+    if (size == 0 || std::memcmp(b.data(), kSnapshotMagic, size) == 0)
       return SnapError(SnapshotError::kTruncated, "only " + std::to_string(size) + " bytes");
     return SnapError(SnapshotError::kBadMagic, "not a llamay snapshot (bad magic)");
   }
