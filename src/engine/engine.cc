@@ -62,6 +62,7 @@ struct Engine::Seq {
   std::string unsent;
   size_t max_stop = 0;
   bool text_closed = false;
+  std::string stop_sequence;  // the stop sequence that closed the text, if one did
   size_t code_points = 0;  // in the detokenizer's output so far
   std::vector<float> scratch;  // the processors' copy of a step's logits
   size_t prompt_base = 0;
@@ -455,7 +456,13 @@ std::string Engine::TextOf(Seq& s, int32_t token, bool* stopped) {
   for (const char c : piece) s.code_points += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
   s.unsent += piece;
   size_t cut = std::string::npos;
-  for (const std::string& stop : s.req.stop) cut = std::min(cut, s.unsent.find(stop));
+  for (const std::string& stop : s.req.stop) {
+    const size_t at = s.unsent.find(stop);
+    if (at < cut) {
+      cut = at;
+      s.stop_sequence = stop;
+    }
+  }
   if (cut != std::string::npos) {
     *stopped = true;
     s.text_closed = true;
@@ -604,6 +611,7 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   e.reason = reason;
   e.usage = s.usage;
   e.error = std::move(error);
+  if (reason == FinishReason::kStop) e.stop_sequence = s.stop_sequence;
   if (reason != FinishReason::kError && s.detok && !s.text_closed) e.text = std::move(s.unsent) + s.detok->Flush();
   if (reason == FinishReason::kLength) e.logits = std::move(s.final_logits);
   if (s.session || s.req.max_tokens == 0 || (s.req.return_context && reason != FinishReason::kError)) {

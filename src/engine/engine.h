@@ -159,6 +159,9 @@ struct Event {
   FinishReason reason = FinishReason::kNone;
   Usage usage;          // final events
   Status error;         // reason kError
+  // Final events with reason kStop: the stop sequence (Request::stop) that ended the text; empty when an
+  // end-of-generation token did.
+  std::string stop_sequence;
   // Final events: the request's context (sessions, always, even after an error; or max_tokens == 0).
   // After an error a session's context is as it came.
   kv::Context context;

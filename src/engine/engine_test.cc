@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <future>
 #include <thread>
 
@@ -415,6 +418,47 @@ TEST(Engine, StoredLogitsContinueASessionWithoutAForwardPass) {
   auto bad = e->Generate(std::move(wrong), true);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("vocabulary"), std::string::npos) << bad.status().ToString();
+}
+
+}  // namespace
+}  // namespace llamay::engine
+
+namespace llamay::engine {
+namespace {
+
+// The final event names the stop sequence that ended the text: the earliest in the text, not the first
+// listed; none when the text ended otherwise.
+TEST(Engine, TheFinalEventNamesTheStopSequenceThatEndedTheText) {
+  auto e = MakeEngine();
+  const auto prompt = Prompt(40, 1);
+  auto plain = e->Generate(Greedy(prompt, 24));
+  ASSERT_TRUE(plain.ok());
+  ASSERT_GE(plain->text.size(), 16u) << "the demo model's answer is too short for this test";
+  const std::string early = plain->text.substr(4, 2), late = plain->text.substr(12, 3);
+  ASSERT_EQ(plain->text.find(early), 4u) << "pick another prompt: the early stop appears before byte 4";
+  auto final_event = [&](std::vector<std::string> stop) {
+    Request r = Greedy(prompt, 24);
+    r.stop = std::move(stop);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Event> last;
+    auto id = e->Submit(std::move(r), [&](Event& ev) {
+      if (!ev.finished) return true;
+      std::lock_guard l(mu);
+      last = std::move(ev);
+      cv.notify_all();
+      return true;
+    });
+    EXPECT_TRUE(id.ok());
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return last.has_value(); });
+    return std::move(*last);
+  };
+  Event stopped = final_event({late, early});
+  EXPECT_EQ(stopped.reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop_sequence, early);
+  Event unstopped = final_event({"\x01\x02 never"});
+  EXPECT_EQ(unstopped.stop_sequence, "");
 }
 
 }  // namespace

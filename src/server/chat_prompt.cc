@@ -14,35 +14,6 @@ Status Fault(const std::string& message) {
 
 bool IsDetail(const Status& s, TemplateErrorDetail d) { return s.detail() == static_cast<int>(d); }
 
-// OpenAI clients send `content` as a string or as an array of parts ([{"type": "text", "text": "..."}]).
-// Chat templates expect a string: the text parts are joined with newlines (as vLLM and llama.cpp do for
-// templates that take strings). Other part types (images, audio) are refused by name.
-Result<nlohmann::json> WithTextContent(const nlohmann::json& messages) {
-  nlohmann::json out = messages;
-  for (size_t i = 0; i < out.size(); ++i) {
-    auto it = out[i].find("content");
-    if (it == out[i].end() || !it->is_array()) continue;
-    std::string text;
-    bool first = true;
-    for (const auto& part : *it) {
-      const std::string where = "messages[" + std::to_string(i) + "].content";
-      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-        return InvalidArgumentError(where + ": each part needs a string 'type'");
-      const std::string type = part["type"].get<std::string>();
-      if (type != "text")
-        return InvalidArgumentError(where + ": content parts of type '" + type +
-                                    "' are not supported (this model takes text parts only)");
-      if (!part.contains("text") || !part["text"].is_string())
-        return InvalidArgumentError(where + ": a text part needs a string 'text'");
-      if (!first) text += "\n";
-      text += part["text"].get<std::string>();
-      first = false;
-    }
-    *it = text;
-  }
-  return out;
-}
-
 }  // namespace
 
 ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
@@ -70,20 +41,34 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
   template_ = std::move(*parsed);
 }
 
-Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, bool session,
+nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Message& m : messages) {
+    nlohmann::ordered_json j = {{"role", RoleName(m.role)}};
+    j["content"] = m.content ? nlohmann::ordered_json(*m.content) : nlohmann::ordered_json(nullptr);
+    if (!m.name.empty()) j["name"] = m.name;
+    if (!m.reasoning.empty()) j["reasoning_content"] = m.reasoning;
+    if (!m.tool_calls.empty()) {
+      j["tool_calls"] = nlohmann::ordered_json::array();
+      for (const MessageToolCall& c : m.tool_calls)
+        j["tool_calls"].push_back(
+            {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    if (m.role == Message::Role::kTool) j["tool_call_id"] = m.tool_call_id;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& messages, bool session,
                                                 const std::vector<toolcall::ToolSpec>& all_tools,
                                                 bool describe_tools) const {
   static const std::vector<toolcall::ToolSpec> kNone;
   const std::vector<toolcall::ToolSpec>& tools = describe_tools ? all_tools : kNone;
   if (!problem_.ok()) return problem_;
   bool tool_messages = false;
-  for (const auto& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return InvalidArgumentError("each message needs a string 'role'");
-    tool_messages = tool_messages || m["role"] == "tool" || (m.contains("tool_calls") && !m["tool_calls"].is_null());
-  }
-  LLAMAY_ASSIGN_OR_RETURN(nlohmann::json normalized, WithTextContent(messages));
-  nlohmann::ordered_json ordered = normalized;
+  for (const Message& m : messages) tool_messages = tool_messages || m.role == Message::Role::kTool || !m.tool_calls.empty();
+  nlohmann::ordered_json ordered = TemplateMessages(messages);
   nlohmann::ordered_json tools_var = nullptr;
   if (!all_tools.empty() || tool_messages) {
     if (tool_prompt_) {
@@ -110,11 +95,6 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const nlohmann::json& messages, 
   if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
   if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
   return ids;
-}
-
-Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
-                                              const std::vector<toolcall::ToolSpec>& tools, bool describe_tools) {
-  return server.chat_prompt().Tokens(messages, session, tools, describe_tools);
 }
 
 }  // namespace llamay::server

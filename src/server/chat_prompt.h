@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "server/conversation.h"
 #include "template/chat_template.h"
 #include "toolcall/toolcall.h"
 
@@ -46,7 +47,7 @@ class ChatPrompt {
   // calls and results are written as text).
   // A session that already holds a conversation (`describe_tools` false) has had its tools described: the
   // continuation renders only its messages (tool results, new user turns), so its prefill is just those.
-  Result<std::vector<int32_t>> Tokens(const nlohmann::json& messages, bool session,
+  Result<std::vector<int32_t>> Tokens(const std::vector<Message>& messages, bool session,
                                       const std::vector<toolcall::ToolSpec>& tools = {},
                                       bool describe_tools = true) const;
 
@@ -63,10 +64,10 @@ class ChatPrompt {
   bool tool_prompt_ = true;  // describe tools in a system message rather than pass them to the template
 };
 
-// server.chat_prompt().Tokens(messages, session, tools).
-Result<std::vector<int32_t>> ChatPromptTokens(Server& server, const nlohmann::json& messages, bool session,
-                                              const std::vector<toolcall::ToolSpec>& tools = {},
-                                              bool describe_tools = true);
+// Messages as chat templates take them, OpenAI's shape: role, content (a string, or null), name,
+// tool_calls [{id, type: "function", function: {name, arguments (a JSON string)}}], tool_call_id, and
+// reasoning_content for reasoning sent back.
+nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages);
 
 }  // namespace llamay::server
 

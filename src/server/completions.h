@@ -1,18 +1,17 @@
-// POST /v1/completions and POST /v1/chat/completions.
+// POST /v1/completions: OpenAI's (legacy) Completions API, translated to a Conversation and back.
 #ifndef LLAMAY_SERVER_COMPLETIONS_H_
 #define LLAMAY_SERVER_COMPLETIONS_H_
 
 #include <httplib.h>
 
-#include <nlohmann/json.hpp>
+#include <string>
 
 #include "server/server.h"
 
 namespace llamay::server {
 
 // `req` is only watched: a client that leaves before the answer is complete cancels its work.
-void HandleCompletion(Server& server, const httplib::Request& req, const std::string& body, httplib::Response& res,
-                      bool chat);
+void HandleCompletion(Server& server, const httplib::Request& req, const std::string& body, httplib::Response& res);
 
 }  // namespace llamay::server
 

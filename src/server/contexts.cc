@@ -1,7 +1,7 @@
 #include "server/contexts.h"
 
 #include "server/chat_prompt.h"
-#include "server/completions.h"
+#include "server/chat_completions.h"
 #include "server/connection_watch.h"
 #include "server/http_util.h"
 #include "server/structured_output.h"
@@ -48,7 +48,9 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
       if (!parsed.ok()) return SendStatus(res, parsed.status());
       tools = std::move(*parsed);
     }
-    auto t = ChatPromptTokens(server, body["messages"], false, tools);
+    auto messages = ParseChatMessages(body["messages"]);
+    if (!messages.ok()) return SendStatus(res, messages.status());
+    auto t = server.chat_prompt().Tokens(*messages, false, tools);
     if (!t.ok()) return SendStatus(res, t.status());
     tokens = std::move(*t);
   } else if (body.contains("prompt")) {

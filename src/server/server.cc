@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "server/chat_prompt.h"
+#include "server/chat_completions.h"
 #include "server/completions.h"
 #include "server/contexts.h"
 #include "server/http_util.h"
@@ -183,11 +184,11 @@ void Server::Routes() {
   });
   PostWithBody(h, "/v1/completions", options_.max_body_bytes,
                [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-                 HandleCompletion(*this, req, body, res, /*chat=*/false);
+                 HandleCompletion(*this, req, body, res);
                });
   PostWithBody(h, "/v1/chat/completions", options_.max_body_bytes,
                [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-                 HandleCompletion(*this, req, body, res, /*chat=*/true);
+                 HandleChatCompletion(*this, req, body, res);
                });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const auto s = engine_->cache().Stats();

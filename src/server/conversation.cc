@@ -1,0 +1,77 @@
+#include "server/conversation.h"
+
+namespace llamay::server {
+
+std::string_view RoleName(Message::Role role) {
+  switch (role) {
+    case Message::Role::kSystem: return "system";
+    case Message::Role::kUser: return "user";
+    case Message::Role::kAssistant: return "assistant";
+    case Message::Role::kTool: return "tool";
+  }
+  return "user";
+}
+
+Status OptIntImpl(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  // JSON non-negative integers arrive unsigned: compared as such, so 2^64-1 cannot wrap into range.
+  bool ok = false;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    ok = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else if (it->is_number_integer()) {
+    ok = it->get<int64_t>() >= lo && it->get<int64_t>() <= hi;
+  }
+  if (!ok)
+    return InvalidArgumentError(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  *out = it->get<int64_t>();
+  return Status::Ok();
+}
+
+Status ParseSeed(const json& body, sampling::SamplingParams* sp) {
+  auto it = body.find("seed");
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return InvalidArgumentError("'seed' must be an integer");
+  sp->seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+  sp->has_seed = true;
+  return Status::Ok();
+}
+
+Status ParseStop(const json& value, const char* key, size_t max, std::vector<std::string>* out) {
+  const std::string what = std::string("'") + key + "'";
+  if (value.is_null()) return Status::Ok();
+  if (value.is_string()) {
+    out->push_back(value);
+  } else if (value.is_array()) {
+    for (const auto& s : value) {
+      if (!s.is_string()) return InvalidArgumentError(what + " must be a string or an array of strings");
+      out->push_back(s);
+    }
+  } else {
+    return InvalidArgumentError(what + " must be a string or an array of strings");
+  }
+  if (out->size() > max) return InvalidArgumentError(what + " holds at most " + std::to_string(max) + " strings");
+  for (const auto& s : *out)
+    if (s.empty()) return InvalidArgumentError(what + " strings must not be empty");
+  return Status::Ok();
+}
+
+Status ParseOpenAiTools(const json& body, const std::string& raw, Conversation* c) {
+  const bool has_tools = body.contains("tools") && !body["tools"].is_null();
+  const bool has_choice = body.contains("tool_choice") && !body["tool_choice"].is_null();
+  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
+    if (!body["parallel_tool_calls"].is_boolean()) return InvalidArgumentError("'parallel_tool_calls' must be a boolean");
+    c->parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+  }
+  if (!has_tools && !has_choice) return Status::Ok();
+  const nlohmann::ordered_json ordered = OrderedBody(raw);  // schemas keep their property order
+  LLAMAY_ASSIGN_OR_RETURN(c->tools, toolcall::ParseTools(has_tools ? ordered["tools"] : nlohmann::ordered_json()));
+  LLAMAY_ASSIGN_OR_RETURN(c->tool_choice,
+                          toolcall::ParseToolChoice(has_choice ? ordered["tool_choice"] : nlohmann::ordered_json(),
+                                                    c->tools));
+  return Status::Ok();
+}
+
+}  // namespace llamay::server

@@ -1,0 +1,436 @@
+#include "server/generation.h"
+
+#include <cstdio>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "engine/grammar_constraint.h"
+#include "server/chat_prompt.h"
+#include "server/http_util.h"
+#include "server/server.h"
+#include "tokenizer/detokenizer.h"
+
+namespace llamay::server {
+namespace {
+
+// Events from the engine's scheduler thread to the handler thread.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<size_t, engine::Event>> events;  // (choice, event)
+  void Push(size_t choice, engine::Event e) {
+    {
+      std::lock_guard l(mu);
+      events.emplace_back(choice, std::move(e));
+    }
+    cv.notify_all();
+  }
+  bool Pop(std::pair<size_t, engine::Event>* out, std::chrono::milliseconds wait) {
+    std::unique_lock l(mu);
+    if (!cv.wait_for(l, wait, [&] { return !events.empty(); })) return false;
+    *out = std::move(events.front());
+    events.pop_front();
+    return true;
+  }
+};
+
+// One choice as it runs: its engine id, the text the engine has sent, and its parsers.
+struct ChoiceState {
+  uint64_t id = 0;
+  std::string text;  // the echoed prompt, then what was generated so far (stop strings cut off)
+  size_t sent = 0;   // bytes of text already passed on
+  size_t logprobs_sent = 0;
+  size_t echo_code_points = 0;  // of the echoed prompt that starts the text
+  std::unique_ptr<toolcall::ToolCallStream> tools;
+  bool started = false;  // an event (a token or the end) has arrived
+};
+
+}  // namespace
+
+struct Generation::Impl {
+  std::shared_ptr<ConnectionWatch> watch;
+  std::shared_ptr<Channel> channel = std::make_shared<Channel>();
+  std::vector<ChoiceState> states;
+  std::vector<int32_t> prompt;  // the request's tokens (the rendered conversation, or the prompt)
+  std::shared_ptr<const grammar::Grammar> grammar;        // null: unconstrained
+  std::shared_ptr<const grammar::Vocabulary> vocabulary;  // with `grammar`
+  std::vector<engine::GrammarConstraint::Trigger> triggers;  // lazy: the grammar starts at one of these
+  toolcall::ToolFormat tool_format = toolcall::ToolFormat::kGeneric;
+  size_t prefill_cached = 0;           // n > 1: what the shared prefill reused
+  std::vector<size_t> prompt_offsets;  // echo: code points of the text before each prompt token
+};
+
+namespace {
+
+using Impl = Generation::Impl;
+
+// The grammar of the request's tool calls. tool_choice "auto" switches it on at the format's triggers,
+// unless `answer` (a response format's schema) is given: then the answer is either calls or a JSON value
+// of that schema, constrained from the first token.
+Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordered_json* answer, Impl* g) {
+  LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(g->tool_format, c.tools, c.tool_choice,
+                                                                   c.parallel_tool_calls, answer));
+  auto parsed = grammar::ParseGbnf(gbnf);
+  if (!parsed.ok()) return parsed.status().WithContext("the tool-call grammar");
+  g->grammar = *parsed;
+  g->triggers.clear();
+  std::vector<std::string> markers;
+  for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(g->tool_format)) {
+    markers.push_back(t.text);
+    if (c.tool_choice.mode == toolcall::ToolChoice::Mode::kAuto && answer == nullptr)
+      g->triggers.emplace_back(t.text, t.at_start);
+  }
+  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those.
+  LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary(markers));
+  return Status::Ok();
+}
+
+// The request's tokens: the conversation rendered by the model's template, or the prompt.
+Status PromptTokens(Server& server, const Conversation& c, Impl* g) {
+  if (c.chat) {
+    // A session that holds a conversation had its tools described when it began.
+    const bool describe_tools = c.session.empty() || server.HeldTokens(c.session) == 0;
+    LLAMAY_ASSIGN_OR_RETURN(g->prompt, server.chat_prompt().Tokens(c.messages, !c.session.empty(), c.tools,
+                                                                   describe_tools));
+    return Status::Ok();
+  }
+  if (!c.prompt_is_text) {
+    g->prompt = c.prompt_tokens;
+    return Status::Ok();
+  }
+  LLAMAY_ASSIGN_OR_RETURN(g->prompt, server.engine().tokenizer().Encode(c.prompt_text, c.session.empty(), false,
+                                                                        /*continuation=*/!c.session.empty()));
+  return Status::Ok();
+}
+
+// The constraint on the output: the tool-call grammar, the response format, or both (see ToolCallGbnf).
+Status Constraint(Server& server, const Conversation& c, bool parse_tools, Impl* g) {
+  if (parse_tools) {
+    g->tool_format = server.chat_prompt().tool_format();
+    LLAMAY_RETURN_IF_ERROR(ToolGrammar(server, c, nullptr, g));
+  }
+  if (!c.format.grammar) return Status::Ok();
+  if (parse_tools) {
+    // With tools: "auto" answers with calls or with JSON of the format; "required" or a named function
+    // answers with calls only, so the format has nothing to constrain in this turn.
+    if (c.format.schema.is_null())
+      return InvalidArgumentError("'grammar' cannot be combined with tools (unless tool_choice is \"none\"); "
+                                  "'response_format' and 'json_schema' can");
+    if (c.tool_choice.mode == toolcall::ToolChoice::Mode::kAuto)
+      LLAMAY_RETURN_IF_ERROR(ToolGrammar(server, c, &c.format.schema, g));
+    return Status::Ok();
+  }
+  g->grammar = c.format.grammar;
+  LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary());
+  return Status::Ok();
+}
+
+// The echoed prompt's entries (echo with logprobs): the first token has no logprob, entry i of `lps` is
+// prompt[i + 1]'s.
+void AddPromptLogprobs(const Impl& g, std::vector<engine::PromptLogprob>& lps, ChoiceResult* r) {
+  for (size_t i = 0; i < g.prompt.size(); ++i) {
+    LogprobEntry entry{g.prompt[i], std::nullopt, {}, g.prompt_offsets[i]};
+    if (i > 0 && i - 1 < lps.size()) {
+      entry.logprob = lps[i - 1].logprob;
+      entry.top = std::move(lps[i - 1].top_logprobs);
+    }
+    r->logprobs.push_back(std::move(entry));
+  }
+}
+
+// echo: each choice's text starts with the prompt's: the text as sent, or else the tokens' pieces. Sets
+// prompt_offsets.
+void StartEcho(const tokenizer::Tokenizer& tok, const Conversation& c, Impl* g) {
+  std::vector<size_t> bytes;
+  std::string echoed = c.prompt_text;
+  if (!c.prompt_is_text) {
+    tokenizer::StreamingDetokenizer detok(tok);
+    for (const int32_t t : g->prompt) {
+      bytes.push_back(echoed.size());
+      echoed += detok.Push(t);
+    }
+    echoed += detok.Flush();
+  }
+  for (ChoiceState& s : g->states) {
+    s.text = echoed;
+    s.echo_code_points = CodePoints(echoed);
+  }
+  if (c.prompt_is_text) bytes = PromptByteOffsets(tok, g->prompt, echoed);
+  size_t counted = 0, code_points = 0;  // offsets do not decrease: counted once
+  for (const size_t b : bytes) {
+    code_points += CodePoints(std::string_view(echoed).substr(counted, b - counted));
+    counted = b;
+    g->prompt_offsets.push_back(code_points);
+  }
+}
+
+}  // namespace
+
+const char* FinishName(Finish f) {
+  switch (f) {
+    case Finish::kStop: return "stop";
+    case Finish::kLength: return "length";
+    case Finish::kToolCalls: return "tool_calls";
+  }
+  return "stop";
+}
+
+Generation::Generation(Server& server) : server_(server), impl_(std::make_unique<Impl>()) {}
+Generation::~Generation() = default;
+
+const ChoiceResult& Generation::result(size_t i) const { return choices_[i]; }
+
+bool Generation::AllStarted() const {
+  return std::all_of(impl_->states.begin(), impl_->states.end(), [](const ChoiceState& s) { return s.started; });
+}
+
+bool Generation::AllDone() const {
+  return std::all_of(choices_.begin(), choices_.end(), [](const ChoiceResult& r) { return r.done; });
+}
+
+void Generation::CancelAll() {
+  for (size_t i = 0; i < choices_.size(); ++i)
+    if (!choices_[i].done) server_.engine().Cancel(impl_->states[i].id);
+}
+
+std::function<bool()> Generation::client_gone() const { return GoneProbe(impl_->watch); }
+
+GenerationUsage Generation::usage() const {
+  GenerationUsage u;
+  for (const ChoiceResult& r : choices_) {
+    u.completion_tokens += r.usage.completion_tokens;
+    u.reasoning_tokens += r.reasoning_tokens;
+  }
+  u.prompt_tokens = choices_[0].usage.prompt_tokens;
+  u.cached_tokens = choices_.size() > 1 ? impl_->prefill_cached : choices_[0].usage.cached_tokens;
+  return u;
+}
+
+Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversation c,
+                                                      std::shared_ptr<ConnectionWatch> watch) {
+  std::shared_ptr<Generation> gen(new Generation(server));
+  Impl& g = *gen->impl_;
+  g.watch = std::move(watch);
+  if (!c.session.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
+  if (!c.session.empty() && c.echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
+  gen->parse_tools_ = c.chat && !c.tools.empty() && c.tool_choice.mode != toolcall::ToolChoice::Mode::kNone;
+  LLAMAY_RETURN_IF_ERROR(Constraint(server, c, gen->parse_tools_, &g));
+  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g));
+  if (g.prompt.empty() && c.session.empty()) return InvalidArgumentError("the prompt is empty");
+  gen->c_ = std::move(c);
+  LLAMAY_RETURN_IF_ERROR(gen->Launch());
+  return gen;
+}
+
+}  // namespace llamay::server
+
+namespace llamay::server {
+
+// Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied; with echo
+// and logprobs that prefill computes the whole prompt's logprobs, and the choices take it from the tree.
+Status Generation::Launch() {
+  Impl& g = *impl_;
+  Server& server = server_;
+  engine::Engine& engine = server.engine();
+  const Conversation& c = c_;
+  // `held`: the session a request continues, lent to it until its final event.
+  auto make_sink = [&](size_t ci, std::shared_ptr<HeldContext> held = nullptr) {
+    std::shared_ptr<Channel> ch = g.channel;
+    const std::string session = c.session;
+    return [ch, ci, session, held, &server](engine::Event& e) {
+      // A session's context goes back to the server here, on the engine's thread, so it is never lost
+      // with a client that went away. After an error the context is as it came, and so are its tail and
+      // logits.
+      if (e.finished && held) {
+        held->Return(e);
+        server.ReturnContext(session, std::move(*held));
+      }
+      ch->Push(ci, std::move(e));
+      return true;
+    };
+  };
+  auto base = [&](size_t i) {
+    engine::Request r;
+    r.sampling = c.sampling;
+    if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
+    r.max_tokens = c.max_tokens;
+    r.top_logprobs = c.top_logprobs;
+    r.ignore_eos = c.ignore_eos;
+    r.pin_prefix = c.retain_prefix;
+    r.stop = c.stop;
+    if (g.grammar)
+      r.processors.push_back(std::make_unique<engine::GrammarConstraint>(g.grammar, g.vocabulary, g.triggers));
+    return r;
+  };
+  const size_t n = static_cast<size_t>(c.n);
+  g.states.resize(n);
+  choices_.resize(n);
+  if (parse_tools_)
+    for (auto& s : g.states) s.tools = std::make_unique<toolcall::ToolCallStream>(g.tool_format);
+  if (c.echo) StartEcho(engine.tokenizer(), c, &g);
+  const bool echo_logprobs = c.echo && c.top_logprobs >= 0;
+  if (!c.session.empty()) {
+    LLAMAY_RETURN_IF_ERROR(server.FetchSession(c.session));
+    LLAMAY_ASSIGN_OR_RETURN(HeldContext taken, server.TakeContext(c.session));
+    auto held = std::make_shared<HeldContext>(std::move(taken));
+    Result<engine::Request> r = held->Continue(g.prompt, base(0));
+    if (!r.ok()) {
+      server.ReturnContext(c.session, std::move(*held));
+      return r.status();
+    }
+    Result<uint64_t> id = engine.Submit(std::move(*r), make_sink(0, held));
+    if (!id.ok()) {  // refused: the request, and the session's context in it, are untouched
+      held->Return(*r);
+      server.ReturnContext(c.session, std::move(*held));
+      return id.status();
+    }
+    g.states[0].id = *id;
+    return Status::Ok();
+  }
+  // Submits choice i; a refusal (full queue) cancels the choices already running.
+  auto submit = [&](size_t i, engine::Request r) -> Status {
+    Result<uint64_t> id = engine.Submit(std::move(r), make_sink(i));
+    if (!id.ok()) {
+      for (size_t k = 0; k < i; ++k) engine.Cancel(g.states[k].id);
+      return id.status();
+    }
+    g.states[i].id = *id;
+    return Status::Ok();
+  };
+  if (n == 1 || g.prompt.size() < 2) {
+    for (size_t i = 0; i < n; ++i) {
+      engine::Request r = base(i);
+      r.prompt = g.prompt;
+      if (echo_logprobs) r.prompt_logprobs = c.top_logprobs;
+      LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
+    }
+    return Status::Ok();
+  }
+  if (echo_logprobs) {
+    engine::Request pre;
+    pre.prompt = g.prompt;
+    pre.max_tokens = 0;
+    pre.sampling.temperature = 0;
+    pre.pin_prefix = c.retain_prefix;
+    pre.prompt_logprobs = c.top_logprobs;
+    LLAMAY_ASSIGN_OR_RETURN(engine::Completion done, engine.Generate(std::move(pre), false, GoneProbe(g.watch)));
+    if (done.reason == engine::FinishReason::kCancelled) return CancelledStatus();
+    g.prefill_cached = done.usage.cached_tokens;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<engine::PromptLogprob> lps = done.prompt_logprobs;
+      AddPromptLogprobs(g, lps, &choices_[i]);
+      engine::Request r = base(i);
+      r.prompt = g.prompt;  // all but its last token from the tree, where the prefill left them
+      LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
+    }
+    return Status::Ok();
+  }
+  // One prefill of all but the prompt's last token, forked n ways; each branch runs the last token itself.
+  auto started = engine::Session::Start(engine, g.prompt, c.retain_prefix, GoneProbe(g.watch), &g.prefill_cached);
+  if (!started.ok())
+    return started.status().detail() == engine::kDetailSessionCancelled ? CancelledStatus() : started.status();
+  std::vector<engine::Session> branches = started->Fork(n);
+  for (size_t i = 0; i < n; ++i) {
+    LLAMAY_ASSIGN_OR_RETURN(engine::Request r, branches[i].Continue({}, base(i)));
+    LLAMAY_RETURN_IF_ERROR(submit(i, std::move(r)));
+  }
+  return Status::Ok();
+}
+
+std::optional<ChoiceUpdate> Generation::Next(std::chrono::milliseconds wait) {
+  std::pair<size_t, engine::Event> ev;
+  if (!impl_->channel->Pop(&ev, wait)) return std::nullopt;
+  return Apply(ev.first, ev.second);
+}
+
+ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
+  ChoiceState& s = impl_->states[ci];
+  ChoiceResult& r = choices_[ci];
+  ChoiceUpdate u;
+  u.choice = ci;
+  u.first = !s.started;
+  s.started = true;
+  if (r.done) return u;
+  if (e.token < 0 && !e.finished && c_.echo && c_.top_logprobs >= 0)  // the prefill's prompt logprobs
+    AddPromptLogprobs(*impl_, e.prompt_logprobs, &r);
+  if (e.token >= 0 && c_.top_logprobs >= 0)
+    r.logprobs.push_back({e.token, e.logprob, std::move(e.top_logprobs), s.echo_code_points + e.text_offset});
+  // Entries not passed on yet: an echoed prompt's (set at launch, or from the prefill's event), then this
+  // token's.
+  u.logprobs.assign(r.logprobs.begin() + static_cast<long>(s.logprobs_sent), r.logprobs.end());
+  s.logprobs_sent = r.logprobs.size();
+  // The engine cut the text at any stop sequence and holds back what might begin one.
+  s.text += e.text;
+  std::string delta = s.text.substr(std::min(s.sent, s.text.size()));
+  s.sent = s.text.size();
+  if (e.finished) {
+    r.usage = e.usage;
+    r.done = true;
+    u.finished = true;
+    r.finish = e.reason == engine::FinishReason::kLength ? Finish::kLength : Finish::kStop;
+    r.stop_sequence = e.stop_sequence;
+    if (e.reason == engine::FinishReason::kError) {
+      u.failed = true;
+      if (error_.ok()) error_ = e.error;
+    }
+    // The server is shutting down.
+    if (e.reason == engine::FinishReason::kCancelled && error_.ok()) error_ = CancelledStatus();
+  }
+  // The answer's text, through the tool-call parser when the request has tools.
+  std::vector<OutputEvent>& out = u.events;
+  auto add_text = [&](std::string text) {
+    if (text.empty()) return;
+    r.content += text;
+    out.push_back({OutputEvent::Kind::kText, std::move(text), -1, "", ""});
+  };
+  if (!s.tools) {
+    add_text(std::move(delta));
+    return u;
+  }
+  toolcall::ToolDelta td = s.tools->Push(delta);
+  if (e.finished) {
+    toolcall::ToolDelta rest = s.tools->Finish();
+    td.content += rest.content;
+    td.calls.insert(td.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  add_text(std::move(td.content));
+  for (toolcall::ToolCallDelta& d : td.calls) {
+    if (!d.id.empty()) {
+      r.calls.push_back({d.id, d.name, ""});
+      OutputEvent start{OutputEvent::Kind::kToolCall, "", d.index, d.id, d.name};
+      out.push_back(std::move(start));
+    }
+    if (!d.arguments.empty() && d.index >= 0 && static_cast<size_t>(d.index) < r.calls.size()) {
+      r.calls[static_cast<size_t>(d.index)].arguments += d.arguments;
+      out.push_back({OutputEvent::Kind::kToolArguments, std::move(d.arguments), d.index, "", ""});
+    }
+  }
+  if (r.done && !r.calls.empty() && r.finish == Finish::kStop) r.finish = Finish::kToolCalls;
+  return u;
+}
+
+void Generation::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  // With a store, a session's new state is written through before the answer ends, so the next turn may
+  // go to any instance. A conflict (another instance continued the session first) becomes the request's
+  // error; any other store failure leaves the session held here, unsaved, and says so on stderr.
+  if (!c_.session.empty() && error_.ok()) {
+    Status s = server_.CommitSession(c_.session);
+    if (s.detail() == engine::kDetailSessionConflict) {
+      error_ = s;
+    } else if (!s.ok()) {
+      std::fprintf(stderr, "llamay: session %s not saved to the store: %s\n", c_.session.c_str(), s.message().c_str());
+    }
+  }
+  if (!error_.ok() && error_.detail() != engine::kDetailSessionConflict) return;
+  const GenerationUsage u = usage();
+  server_.metrics().prompt_tokens += u.prompt_tokens;
+  server_.metrics().cached_tokens += u.cached_tokens;
+  server_.metrics().completion_tokens += u.completion_tokens;
+}
+
+}  // namespace llamay::server
