@@ -198,6 +198,8 @@ void Generation::CancelAll() {
 
 std::function<bool()> Generation::client_gone() const { return GoneProbe(impl_->watch); }
 
+size_t Generation::prompt_tokens() const { return impl_->prompt.size(); }
+
 GenerationUsage Generation::usage() const {
   GenerationUsage u;
   for (const ChoiceResult& r : choices_) {

@@ -116,6 +116,8 @@ class Generation {
   size_t n() const { return choices_.size(); }
   const ChoiceResult& result(size_t i) const;
   GenerationUsage usage() const;
+  // Tokens of the request's prompt (the rendered conversation), known from Start on.
+  size_t prompt_tokens() const;
   // Whether the answer was parsed for tool calls (tools given, tool_choice not "none").
   bool parses_tools() const { return parse_tools_; }
 

@@ -17,6 +17,7 @@
 #include "server/completions.h"
 #include "server/contexts.h"
 #include "server/http_util.h"
+#include "server/messages.h"
 #include "store/store.h"
 
 namespace llamay::server {
@@ -135,7 +136,11 @@ Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) 
 
 bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
   if (options_.api_key.empty()) return true;
+  // OpenAI's clients send a bearer token, Anthropic's an x-api-key header; either carries the key.
   if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+  if (req.get_header_value("x-api-key") == options_.api_key) return true;
+  if (req.path.rfind("/v1/messages", 0) == 0)
+    return SendAnthropicError(res, 401, "missing or wrong API key (x-api-key or Authorization: Bearer ...)"), false;
   SendError(res, 401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key");
   return false;
 }
@@ -190,6 +195,16 @@ void Server::Routes() {
                [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
                  HandleChatCompletion(*this, req, body, res);
                });
+  PostWithBody(h, "/v1/messages", options_.max_body_bytes,
+               [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+                 HandleMessages(*this, req, body, res);
+               });
+  PostWithBody(h, "/v1/messages/count_tokens", options_.max_body_bytes,
+               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
+                 HandleCountTokens(*this, body, res);
+               });
+  // Claude Code probes the base URL with HEAD / before its first request.
+  h.Get("/", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const auto s = engine_->cache().Stats();
     size_t held;
