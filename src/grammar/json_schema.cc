@@ -94,6 +94,7 @@ Result<int64_t> CountKeyword(const Json& s, const char* key, const std::string& 
 }
 
 std::string Quantifier(int64_t lo, int64_t hi) {  // hi < 0: no maximum
+  if (hi > kMaxRepeatBound) hi = -1;
   if (hi < 0) return lo == 0 ? "*" : lo == 1 ? "+" : "{" + std::to_string(lo) + ",}";
   if (lo == hi) return lo == 1 ? "" : "{" + std::to_string(lo) + "}";
   return "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";

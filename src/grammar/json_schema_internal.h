@@ -23,6 +23,11 @@ namespace llamay::grammar::internal {
 using Json = nlohmann::ordered_json;
 
 // `unsupported JSON Schema keyword "kw"<detail> at /ptr`.
+// The largest count a GBNF repetition takes (gbnf_parser.cc). A schema's maximum above it (maxLength
+// 524288, as Claude Code's tools declare) is compiled as no maximum: the grammar is then looser than the
+// schema, never stricter. A minimum above it is refused.
+inline constexpr int64_t kMaxRepeatBound = 100000;
+
 Status Unsupported(std::string_view keyword, const std::string& ptr, std::string_view detail = "");
 // `invalid JSON Schema at /ptr: message`.
 Status InvalidSchema(const std::string& ptr, std::string_view message);

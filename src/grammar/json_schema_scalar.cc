@@ -150,6 +150,7 @@ Result<std::string> SchemaConverter::VisitString(const Json& s, const std::strin
     (key[1] == 'i' ? min : max) = v.get<int64_t>();
   }
   if (max >= 0 && min > max) return InvalidSchema(ptr, "minLength is above maxLength");
+  if (max > kMaxRepeatBound) max = -1;
   const std::string count = max < 0 ? Cat("{", std::to_string(min), ",}")
                                     : Cat("{", std::to_string(min), ",", std::to_string(max), "}");
   return rules_.Add(hint, kQuote + " char" + count + " " + kQuote);

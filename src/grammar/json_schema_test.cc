@@ -130,6 +130,23 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   }
 }
 
+// A maximum beyond what a GBNF repetition takes is no maximum (looser, never stricter); a minimum beyond
+// it is still refused.
+TEST(JsonSchema, MaximaBeyondTheRepetitionLimitAreUnbounded) {
+  auto s = FromJsonSchemaText(R"({"type":"string","maxLength":524288})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(testing::Matches(*s, R"("abc")"));
+  EXPECT_FALSE(testing::Matches(*s, "abc"));
+  auto a = FromJsonSchemaText(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":600000})");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(testing::Matches(*a, "[1,2,3]"));
+  EXPECT_FALSE(testing::Matches(*a, "[]"));
+  auto bounded = FromJsonSchemaText(R"({"type":"string","maxLength":2})");
+  ASSERT_TRUE(bounded.ok());
+  EXPECT_FALSE(testing::Matches(*bounded, R"("abc")"));
+  EXPECT_FALSE(FromJsonSchemaText(R"({"type":"string","minLength":200000})").ok());
+}
+
 TEST(JsonSchema, PropertyOrderFollowsTheSchema) {
   auto g = FromJsonSchemaText(
       R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"integer"}},

@@ -70,12 +70,32 @@ using Impl = Generation::Impl;
 // The grammar of the request's tool calls. tool_choice "auto" switches it on at the format's triggers,
 // unless `answer` (a response format's schema) is given: then the answer is either calls or a JSON value
 // of that schema, constrained from the first token.
+//
+// A tool list whose grammar is too large for the automaton (an agent's dozens of tools with arrays of
+// bounded length: Claude Code's) is not refused: the tools with the largest schemas have their arguments
+// constrained to any JSON object instead, one at a time, until the grammar builds. The call syntax and the
+// tool names stay forced; the template still shows the model every schema in full.
 Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordered_json* answer, Impl* g) {
-  LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(g->tool_format, c.tools, c.tool_choice,
-                                                                   c.parallel_tool_calls, answer));
-  auto parsed = grammar::ParseGbnf(gbnf);
-  if (!parsed.ok()) return parsed.status().WithContext("the tool-call grammar");
-  g->grammar = *parsed;
+  std::vector<toolcall::ToolSpec> tools = c.tools;
+  std::vector<bool> relaxed(tools.size(), false);
+  for (;;) {
+    LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(g->tool_format, tools, c.tool_choice,
+                                                                     c.parallel_tool_calls, answer));
+    auto parsed = grammar::ParseGbnf(gbnf);
+    if (parsed.ok()) {
+      g->grammar = *parsed;
+      break;
+    }
+    const bool too_large = parsed.status().message().find("grammar too large") != std::string::npos;
+    size_t widest = tools.size(), widest_bytes = 0;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const size_t bytes = tools[i].parameters.dump().size();
+      if (!relaxed[i] && bytes > widest_bytes) widest = i, widest_bytes = bytes;
+    }
+    if (!too_large || widest == tools.size()) return parsed.status().WithContext("the tool-call grammar");
+    relaxed[widest] = true;
+    tools[widest].parameters = {{"type", "object"}};
+  }
   g->triggers.clear();
   std::vector<std::string> markers;
   for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(g->tool_format)) {

@@ -1,6 +1,7 @@
 #include "server/messages.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -59,8 +60,25 @@ Status AddMessage(const json& m, size_t i, std::vector<Message>* out) {
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
     return InvalidArgumentError(where + " needs a string 'role'");
   const std::string role = m["role"];
+  if (role == "system") {
+    // Claude Code sends system reminders as messages between turns. Chat templates take a system message
+    // only first, and changing the first would defeat the prefix tree: it joins the user turn before it
+    // (or starts one), so the conversation's earlier tokens stay as they were.
+    LLAMAY_ASSIGN_OR_RETURN(std::string text, BlockText(m.contains("content") ? m["content"] : json(), where + ".content"));
+    if (!out->empty() && out->back().role == Message::Role::kUser) {
+      std::optional<std::string>& content = out->back().content;
+      if (!content) content = "";
+      std::string& prev = *content;
+      prev += (prev.empty() ? "" : "\n\n") + text;
+    } else {
+      Message user;
+      user.content = std::move(text);
+      out->push_back(std::move(user));
+    }
+    return Status::Ok();
+  }
   if (role != "user" && role != "assistant")
-    return InvalidArgumentError(where + ".role must be \"user\" or \"assistant\"");
+    return InvalidArgumentError(where + ".role must be \"user\", \"assistant\" or \"system\"");
   const bool user = role == "user";
   Message msg;
   msg.role = user ? Message::Role::kUser : Message::Role::kAssistant;
@@ -115,6 +133,33 @@ Status AddMessage(const json& m, size_t i, std::vector<Message>* out) {
   return Status::Ok();
 }
 
+// toolcall::ParseTools, except that a JSON Schema keyword the grammar engine does not support is dropped
+// from that tool's schema (the rest still constrains the input) instead of refusing the request: Claude
+// Code's own tools use some (propertyNames), and an agent cannot change its tools. The error names the
+// tool, the keyword and where it is; anything else is still refused.
+Result<std::vector<toolcall::ToolSpec>> ParseToolsDroppingUnsupported(ojson tools) {
+  static constexpr std::string_view kKeyword = "unsupported JSON Schema keyword \"";
+  for (int attempt = 0; attempt < 256; ++attempt) {
+    auto parsed = toolcall::ParseTools(tools);
+    if (parsed.ok()) return parsed;
+    const std::string m = parsed.status().message();
+    const size_t k = m.find(kKeyword), at = m.rfind(" at ");
+    if (m.rfind("tools[", 0) != 0 || k == std::string::npos || at == std::string::npos || at < k) return parsed.status();
+    const size_t index = std::strtoul(m.c_str() + 6, nullptr, 10);
+    const size_t kw_end = m.find('"', k + kKeyword.size());
+    const std::string keyword = m.substr(k + kKeyword.size(), kw_end - k - kKeyword.size());
+    std::string ptr = m.substr(at + 4);
+    if (ptr == "/") ptr.clear();
+    if (index >= tools.size()) return parsed.status();
+    ojson& params = tools[index]["function"]["parameters"];
+    const ojson::json_pointer where(ptr);
+    if (!params.contains(where) || !params[where].is_object() || !params[where].contains(keyword))
+      return parsed.status();
+    params[where].erase(keyword);
+  }
+  return InvalidArgumentError("'tools': too many unsupported JSON Schema keywords");
+}
+
 // tools [{name, description, input_schema}] and tool_choice {type: auto|any|tool|none, name} in
 // toolcall's (OpenAI's) shapes.
 Status ParseAnthropicTools(const json& body, const ojson& ordered, Conversation* c) {
@@ -149,7 +194,7 @@ Status ParseAnthropicTools(const json& body, const ojson& ordered, Conversation*
       c->parallel_tool_calls = !tc["disable_parallel_tool_use"].get<bool>();
   }
   if (tools.empty() && choice.is_null()) return Status::Ok();
-  LLAMAY_ASSIGN_OR_RETURN(c->tools, toolcall::ParseTools(tools));
+  LLAMAY_ASSIGN_OR_RETURN(c->tools, ParseToolsDroppingUnsupported(std::move(tools)));
   LLAMAY_ASSIGN_OR_RETURN(c->tool_choice, toolcall::ParseToolChoice(choice, c->tools));
   return Status::Ok();
 }

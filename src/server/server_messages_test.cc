@@ -4,7 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
+#include "server/chat_prompt.h"
 #include "server/server_test_util.h"
+#include "toolcall/toolcall.h"
 
 namespace llamay::server {
 namespace {
@@ -161,6 +164,70 @@ TEST_F(ServerTest, MessagesTakesAnXApiKeyAndHeadOfTheRootAnswers) {
   auto head = client_->Head("/", h);
   ASSERT_TRUE(head);
   EXPECT_EQ(head->status, 200);
+}
+
+// Claude Code sends system reminders as messages between turns: they join the user turn before them, so
+// the conversation's first tokens (and the prefix tree's reuse) do not change.
+TEST_F(ServerTest, MessagesTakesSystemMessagesBetweenTurnsAsPartOfTheUserTurn) {
+  json mid = Request("sys", "first part");
+  mid["messages"].push_back({{"role", "system"}, {"content", "a reminder"}});
+  json joined = Request("sys", "first part\n\na reminder");
+  EXPECT_EQ(Post("/v1/messages/count_tokens", mid), Post("/v1/messages/count_tokens", joined));
+  const json a = Post("/v1/messages", mid), b = Post("/v1/messages", joined);
+  EXPECT_EQ(a["content"], b["content"]);
+}
+
+// A schema keyword the grammar engine lacks is dropped from an agent's tool (Claude Code cannot change its
+// tools) where the OpenAI route names it and refuses.
+TEST_F(ServerTest, MessagesDropsUnsupportedSchemaKeywordsFromTools) {
+  const json schema = {{"type", "object"},
+                       {"properties", {{"metadata", {{"type", "object"}, {"propertyNames", {{"pattern", "^[a-z]+$"}}}}},
+                                       {"name", {{"type", "string"}, {"maxLength", 4}}}}},
+                       {"required", {"name"}}};
+  json req = Request("agent", "go", 60);
+  req["tools"] = json::array({{{"name", "t"}, {"input_schema", schema}}});
+  req["tool_choice"] = {{"type", "any"}};
+  const json m = Post("/v1/messages", req);
+  int uses = 0;
+  for (const json& b : m["content"]) uses += b["type"] == "tool_use" && b["name"] == "t";
+  EXPECT_EQ(uses, 1) << m.dump();
+  const json chat = Post("/v1/chat/completions",
+                         {{"messages", json::array({{{"role", "user"}, {"content", "go"}}})},
+                          {"tools", json::array({{{"type", "function"}, {"function", {{"name", "t"}, {"parameters", schema}}}}})}},
+                         400);
+  EXPECT_NE(chat["error"]["message"].get<std::string>().find("propertyNames"), std::string::npos) << chat.dump();
+}
+
+// A tool list whose grammar is too large (long bounded arrays of bounded strings, as agents' tools have)
+// is still served: the widest tools' arguments become any JSON object, the call syntax stays forced.
+TEST_F(ServerTest, AToolListTooLargeForTheGrammarIsServedWithItsWidestToolsRelaxed) {
+  nlohmann::ordered_json props = nlohmann::ordered_json::object();
+  for (const char* name : {"method", "project", "path", "plan", "name", "dir"})
+    props[name] = {{"type", "string"}, {"minLength", 1}};
+  for (const char* name : {"writes", "deletes", "files", "paths", "assets", "counts"})
+    props[name] = {{"type", "array"}, {"maxItems", 256}, {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 256}}}};
+  const nlohmann::ordered_json big = {{"type", "object"}, {"properties", props}};
+  const nlohmann::ordered_json small = {{"type", "object"}, {"properties", {{"x", {{"type", "integer"}}}}}, {"required", {"x"}}};
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::array(
+      {{{"type", "function"}, {"function", {{"name", "sync"}, {"parameters", big}}}},
+       {{"type", "function"}, {"function", {{"name", "small"}, {"parameters", small}}}}});
+  // The premise: the full grammar does not build.
+  auto specs = toolcall::ParseTools(tools);
+  ASSERT_TRUE(specs.ok());
+  auto gbnf = toolcall::ToolCallGbnf(server_->chat_prompt().tool_format(), *specs, {toolcall::ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_TRUE(gbnf.ok());
+  auto g = grammar::ParseGbnf(*gbnf);
+  ASSERT_FALSE(g.ok()) << "this tool list's grammar builds: the test needs a larger one";
+  ASSERT_NE(g.status().message().find("grammar too large"), std::string::npos) << g.status().ToString();
+  const json r = Post("/v1/chat/completions",
+                      {{"messages", json::array({{{"role", "user"}, {"content", "go"}}})}, {"tools", json::parse(tools.dump())},
+                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "small"}}}}}, {"max_tokens", 300},
+                       {"temperature", 0}});
+  ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
+  const json& call = r["choices"][0]["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "small") << r.dump();
+  // The tool that kept its schema is still constrained by it.
+  EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>())["x"].is_number_integer()) << r.dump();
 }
 
 }  // namespace
