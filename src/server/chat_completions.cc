@@ -62,17 +62,9 @@ Result<std::vector<MessageToolCall>> MessageToolCalls(const json& calls, const s
 }
 
 // Chat Completions' wire format.
-class ChatWire : public WireFormat {
+class ChatWire : public OpenAiWire {
  public:
-  ChatWire(Server& server, bool include_usage) : server_(server), include_usage_(include_usage) {
-    static std::atomic<uint64_t> next{1};
-    id_ = "chatcmpl-" + std::to_string(next++);
-    model_ = server.options().model_name;
-    created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
-
-  void SendError(httplib::Response& res, const Status& s) override { SendStatus(res, s); }
-  json ErrorBody(const Status& s) override { return OpenAiErrorBody(s); }
+  ChatWire(Server& server, bool include_usage) : OpenAiWire(server, "chatcmpl-", include_usage) {}
 
   json Body(const Generation& g) override {
     json choices = json::array();
@@ -89,13 +81,11 @@ class ChatWire : public WireFormat {
       choices.push_back({{"index", i}, {"message", message}, {"logprobs", Logprobs(g, r.logprobs)},
                          {"finish_reason", FinishName(r.finish)}});
     }
-    return {{"id", id_}, {"object", "chat.completion"}, {"created", created_}, {"model", model_},
-            {"choices", choices}, {"usage", OpenAiUsageJson(g.usage())}};
+    return Answer("chat.completion", std::move(choices), g);
   }
 
   std::string Update(const Generation& g, const ChoiceUpdate& u) override {
-    std::string out;
-    if (u.failed) out += SseData({{"error", {{"message", g.error().message()}, {"type", "server_error"}}}});
+    std::string out = FailureLine(g, u);
     std::string content;
     json calls = json::array();
     for (const OutputEvent& e : u.events) {
@@ -130,33 +120,18 @@ class ChatWire : public WireFormat {
     return out;
   }
 
-  std::string End(const Generation& g) override {
-    std::string out;
-    if (g.error().detail() == engine::kDetailSessionConflict)
-      out += SseData({{"error", {{"message", g.error().message()}, {"type", "invalid_request_error"}, {"code", "session_conflict"}}}});
-    if (include_usage_) {
-      json u = Chunk(0, json::object(), nullptr, nullptr);
-      u["choices"] = json::array();
-      u["usage"] = OpenAiUsageJson(g.usage());
-      out += SseData(u);
-    }
-    return out + "data: [DONE]\n\n";
-  }
-
  private:
   json Logprobs(const Generation& g, std::span<const LogprobEntry> entries) const {
     if (g.request().top_logprobs < 0) return nullptr;
     return ChatLogprobsJson(server_.engine().tokenizer(), entries);
   }
+  json Chunk(size_t i) const override { return Chunk(i, json::object(), nullptr, nullptr); }
   json Chunk(size_t i, const json& delta, const json& logprobs, const json& finish) const {
-    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_},
-            {"choices", json::array({{{"index", i}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
+    json out = Head("chat.completion.chunk");
+    out["choices"] = json::array({{{"index", i}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}});
+    return out;
   }
 
-  Server& server_;
-  bool include_usage_;
-  std::string id_, model_;
-  int64_t created_ = 0;
 };
 
 Status ParseRequest(Server& server, const json& body, const std::string& raw, Conversation* c, bool* include_usage) {
@@ -168,17 +143,7 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
       return InvalidArgumentError("'messages' must be a non-empty array");
     LLAMAY_RETURN_IF_ERROR(ParseOpenAiTools(body, raw, c));
     LLAMAY_ASSIGN_OR_RETURN(c->messages, ParseChatMessages(body["messages"]));
-    for (const char* key : {"max_tokens", "max_completion_tokens"})
-      LLAMAY_RETURN_IF_ERROR(OptInt(body, key, 0, 1 << 20, &c->max_tokens));
-    LLAMAY_RETURN_IF_ERROR(OptInt(body, "n", 1, 64, &c->n));
-    c->stream = Opt(body, "stream", false);
-    c->ignore_eos = Opt(body, "ignore_eos", false);
-    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
-      if (!body["stream_options"].is_object()) return InvalidArgumentError("'stream_options' must be an object");
-      *include_usage = Opt(body["stream_options"], "include_usage", false);
-    }
-    if (body.contains("stop")) LLAMAY_RETURN_IF_ERROR(ParseStop(body["stop"], "stop", 4, &c->stop));
-    LLAMAY_RETURN_IF_ERROR(ParseOpenAiSampling(body, &c->sampling));
+    LLAMAY_RETURN_IF_ERROR(ParseOpenAiGeneration(body, c, include_usage));
     if (Opt(body, "logprobs", false)) {
       c->top_logprobs = 0;
       LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_logprobs", 0, 20, &c->top_logprobs));

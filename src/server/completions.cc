@@ -41,17 +41,7 @@ Status ParseRequest(const json& body, const std::string& raw, Conversation* c, b
     LLAMAY_RETURN_IF_ERROR(ParseLlamayExtensions(body, c));
     if (!body.contains("prompt")) return InvalidArgumentError("'prompt' is required");
     LLAMAY_RETURN_IF_ERROR(ParsePrompt(body["prompt"], c));
-    for (const char* key : {"max_tokens", "max_completion_tokens"})
-      LLAMAY_RETURN_IF_ERROR(OptInt(body, key, 0, 1 << 20, &c->max_tokens));
-    LLAMAY_RETURN_IF_ERROR(OptInt(body, "n", 1, 64, &c->n));
-    c->stream = Opt(body, "stream", false);
-    c->ignore_eos = Opt(body, "ignore_eos", false);
-    if (body.contains("stream_options") && !body["stream_options"].is_null()) {
-      if (!body["stream_options"].is_object()) return InvalidArgumentError("'stream_options' must be an object");
-      *include_usage = Opt(body["stream_options"], "include_usage", false);
-    }
-    if (body.contains("stop")) LLAMAY_RETURN_IF_ERROR(ParseStop(body["stop"], "stop", 4, &c->stop));
-    LLAMAY_RETURN_IF_ERROR(ParseOpenAiSampling(body, &c->sampling));
+    LLAMAY_RETURN_IF_ERROR(ParseOpenAiGeneration(body, c, include_usage));
     LLAMAY_RETURN_IF_ERROR(OptInt(body, "logprobs", 0, 20, &c->top_logprobs));
     c->echo = Opt(body, "echo", false);
   } catch (const json::exception& e) {
@@ -62,17 +52,9 @@ Status ParseRequest(const json& body, const std::string& raw, Conversation* c, b
 }
 
 // The Completions API's wire format.
-class CompletionWire : public WireFormat {
+class CompletionWire : public OpenAiWire {
  public:
-  CompletionWire(Server& server, bool include_usage) : server_(server), include_usage_(include_usage) {
-    static std::atomic<uint64_t> next{1};
-    id_ = "cmpl-" + std::to_string(next++);
-    model_ = server.options().model_name;
-    created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
-
-  void SendError(httplib::Response& res, const Status& s) override { SendStatus(res, s); }
-  json ErrorBody(const Status& s) override { return OpenAiErrorBody(s); }
+  CompletionWire(Server& server, bool include_usage) : OpenAiWire(server, "cmpl-", include_usage) {}
 
   json Body(const Generation& g) override {
     json choices = json::array();
@@ -81,13 +63,11 @@ class CompletionWire : public WireFormat {
       choices.push_back({{"index", i}, {"text", r.content}, {"logprobs", Logprobs(g, r.logprobs)},
                          {"finish_reason", FinishName(r.finish)}});
     }
-    return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-            {"choices", choices}, {"usage", OpenAiUsageJson(g.usage())}};
+    return Answer("text_completion", std::move(choices), g);
   }
 
   std::string Update(const Generation& g, const ChoiceUpdate& u) override {
-    std::string out;
-    if (u.failed) out += SseData({{"error", {{"message", g.error().message()}, {"type", "server_error"}}}});
+    std::string out = FailureLine(g, u);
     std::string text;
     for (const OutputEvent& e : u.events)
       if (e.kind == OutputEvent::Kind::kText) text += e.text;
@@ -97,33 +77,18 @@ class CompletionWire : public WireFormat {
     return out;
   }
 
-  std::string End(const Generation& g) override {
-    std::string out;
-    if (g.error().detail() == engine::kDetailSessionConflict)
-      out += SseData({{"error", {{"message", g.error().message()}, {"type", "invalid_request_error"}, {"code", "session_conflict"}}}});
-    if (include_usage_) {
-      json u = Chunk(0, "", nullptr, nullptr);
-      u["choices"] = json::array();
-      u["usage"] = OpenAiUsageJson(g.usage());
-      out += SseData(u);
-    }
-    return out + "data: [DONE]\n\n";
-  }
-
  private:
   json Logprobs(const Generation& g, std::span<const LogprobEntry> entries) const {
     if (g.request().top_logprobs < 0) return nullptr;
     return CompletionLogprobsJson(server_.engine().tokenizer(), entries);
   }
+  json Chunk(size_t i) const override { return Chunk(i, "", nullptr, nullptr); }
   json Chunk(size_t i, const std::string& text, const json& logprobs, const json& finish) const {
-    return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-            {"choices", json::array({{{"index", i}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
+    json out = Head("text_completion");
+    out["choices"] = json::array({{{"index", i}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}}});
+    return out;
   }
 
-  Server& server_;
-  bool include_usage_;
-  std::string id_, model_;
-  int64_t created_ = 0;
 };
 
 }  // namespace

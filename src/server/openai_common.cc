@@ -1,6 +1,10 @@
 #include "server/openai_common.h"
 
+#include <atomic>
+#include <chrono>
+
 #include "engine/snapshot_store.h"
+#include "server/http_util.h"
 
 namespace llamay::server {
 
@@ -15,6 +19,21 @@ Status ParseOpenAiSampling(const json& body, sampling::SamplingParams* sp) {
   sp->presence_penalty = Opt(body, "presence_penalty", 0.0f);
   LLAMAY_RETURN_IF_ERROR(ParseSeed(body, sp));
   return sp->Validate();
+}
+
+Status ParseOpenAiGeneration(const json& body, Conversation* c, bool* include_usage) {
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    LLAMAY_RETURN_IF_ERROR(OptInt(body, key, 0, 1 << 20, &c->max_tokens));
+  LLAMAY_RETURN_IF_ERROR(OptInt(body, "n", 1, 64, &c->n));
+  c->stream = Opt(body, "stream", false);
+  c->ignore_eos = Opt(body, "ignore_eos", false);
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    if (!body["stream_options"].is_object()) return InvalidArgumentError("'stream_options' must be an object");
+    *include_usage = Opt(body["stream_options"], "include_usage", false);
+  }
+  if (body.contains("stop")) LLAMAY_RETURN_IF_ERROR(ParseStop(body["stop"], "stop", 4, &c->stop));
+  LLAMAY_RETURN_IF_ERROR(ParseOpenAiSampling(body, &c->sampling));
+  return Status::Ok();
 }
 
 Status ParseLlamayExtensions(const json& body, Conversation* c) {
@@ -42,6 +61,44 @@ json OpenAiErrorBody(const Status& s) {
                      {"type", conflict ? "invalid_request_error" : "server_error"},
                      {"param", nullptr},
                      {"code", conflict ? json("session_conflict") : json(nullptr)}}}};
+}
+
+OpenAiWire::OpenAiWire(Server& server, const char* id_prefix, bool include_usage)
+    : server_(server), include_usage_(include_usage), model_(server.options().model_name) {
+  static std::atomic<uint64_t> next{1};
+  id_ = id_prefix + std::to_string(next++);
+  created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void OpenAiWire::SendError(httplib::Response& res, const Status& s) { SendStatus(res, s); }
+
+json OpenAiWire::Head(const char* object) const {
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+}
+
+json OpenAiWire::Answer(const char* object, json choices, const Generation& g) const {
+  json out = Head(object);
+  out["choices"] = std::move(choices);
+  out["usage"] = OpenAiUsageJson(g.usage());
+  return out;
+}
+
+std::string OpenAiWire::FailureLine(const Generation& g, const ChoiceUpdate& u) {
+  if (!u.failed) return "";
+  return SseData({{"error", {{"message", g.error().message()}, {"type", "server_error"}}}});
+}
+
+std::string OpenAiWire::End(const Generation& g) {
+  std::string out;
+  if (g.error().detail() == engine::kDetailSessionConflict)
+    out += SseData({{"error", {{"message", g.error().message()}, {"type", "invalid_request_error"}, {"code", "session_conflict"}}}});
+  if (include_usage_) {
+    json u = Chunk(0);
+    u["choices"] = json::array();
+    u["usage"] = OpenAiUsageJson(g.usage());
+    out += SseData(u);
+  }
+  return out + "data: [DONE]\n\n";
 }
 
 }  // namespace llamay::server
