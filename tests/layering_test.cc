@@ -25,6 +25,7 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"template", {"base"}},
     {"grammar", {"base"}},
     {"toolcall", {"base", "grammar"}},
+    {"reasoning", {"base"}},
     {"model", {"base", "kv", "gguf", "kernels"}},
     {"store", {"base"}},
     // engine/api.cc implements the public API (include/llamay/llamay.h).
@@ -32,12 +33,13 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
      {"llamay", "base", "kv", "gguf", "kernels", "model", "tokenizer", "sampling", "template", "store", "grammar"}},
     // The engine's API (engine/), the text libraries it translates JSON with, and the store: never the
     // state, models, sampling or kernels themselves.
-    {"server", {"base", "tokenizer", "template", "grammar", "toolcall", "store", "engine"}},
+    {"server", {"base", "tokenizer", "template", "grammar", "toolcall", "reasoning", "store", "engine"}},
 };
 
 // What a library's tests may include besides: the fixtures they build (a demo model's GGUF).
 const std::map<std::string, std::set<std::string>> kTestAllowed = {
     {"server", {"gguf", "model"}},
+    {"toolcall", {"template"}},  // the real chat templates render the calls the parser reads back
 };
 
 bool IsTestFile(const std::string& name) {

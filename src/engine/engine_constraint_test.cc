@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
+#include "engine/reasoning_budget.h"
 #include "grammar/json_schema.h"
 #include "model/demo_model.h"
 
@@ -288,6 +289,43 @@ TEST(EngineConstraint, ALazyGrammarWaitsForItsTrigger) {
     for (char ch : text) ASSERT_TRUE(c.Accept(token(ch)).ok());
     EXPECT_EQ(c.active(), fires) << text;
   }
+}
+
+TEST(EngineConstraint, AReasoningBudgetThenTheGrammarAfterItsCloseMarker) {
+  // A reasoning model's pieces in the one decode loop: the budget ends the reasoning after 6 tokens by
+  // forcing "</think>", the grammar starts after it (whitespace allowed first), and the model cannot stop
+  // before it.
+  auto e = MakeEngine();
+  auto vocab = e->GrammarVocabulary();
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  auto close = e->tokenizer().Encode("</think>", false, false, /*continuation=*/true);
+  ASSERT_TRUE(close.ok());
+  auto g = grammar::FromJsonSchema(nlohmann::ordered_json::parse(
+      R"({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false})"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  constexpr int kBudget = 6;
+  int ended = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Request r = Make("Think, then reply in JSON:", *e, 120, 1.0f, seed);
+    r.processors.push_back(std::make_unique<ReasoningBudget>(std::vector<int32_t>{}, *close, true, kBudget));
+    r.processors.push_back(std::make_unique<GrammarConstraint>(*g, *vocab, std::vector<GrammarConstraint::Trigger>{},
+                                                               "</think>"));
+    auto c = e->Generate(std::move(r));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_GE(c->tokens.size(), kBudget + close->size()) << "seed " << seed << ": " << c->text;
+    const size_t at = c->text.find("</think>");
+    ASSERT_NE(at, std::string::npos) << c->text;
+    // The marker comes right after the budget's tokens (unless the model began it itself).
+    EXPECT_EQ(Pieces(*e, std::vector<int32_t>(c->tokens.begin(), c->tokens.begin() + kBudget)).size(), at)
+        << "seed " << seed << ": " << c->text;
+    if (c->reason != FinishReason::kStop) continue;
+    ++ended;
+    const std::string answer = c->text.substr(at + 8);
+    auto j = nlohmann::json::parse(answer, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "seed " << seed << ": " << c->text;
+    EXPECT_TRUE(j.is_object() && j.size() == 1 && j["n"].is_number_integer()) << answer;
+  }
+  EXPECT_GE(ended, 6);
 }
 
 TEST(EngineConstraint, AGrammarWhoseParsesMultiplyEndsTheRequestQuickly) {

@@ -52,8 +52,9 @@ Result<std::string> RenderJson(const internal::Program& program, const Json& con
 
 template <typename Json>
 Result<std::string> RenderWith(const ChatTemplate& tmpl, const Json& messages, bool add_generation_prompt,
-                               std::string_view bos, std::string_view eos, const Json& tools = Json()) {
-  Json context = Json::object();
+                               std::string_view bos, std::string_view eos, const Json& tools = Json(),
+                               const Json& variables = Json()) {
+  Json context = variables.is_object() ? variables : Json::object();
   context["messages"] = messages;
   context["tools"] = tools;
   context["documents"] = nullptr;
@@ -96,6 +97,12 @@ Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ord
   return RenderWith(tmpl, messages, add_generation_prompt, bos, eos, tools);
 }
 
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, const nlohmann::ordered_json& variables,
+                                   bool add_generation_prompt, std::string_view bos, std::string_view eos) {
+  return RenderWith(tmpl, messages, add_generation_prompt, bos, eos, tools, variables);
+}
+
 Result<std::string> ChatTemplate::Render(const nlohmann::json& context, const RenderLimits& limits) const {
   return RenderJson(*program_, context, limits);
 }
@@ -115,6 +122,18 @@ Result<std::string> ApplyChatTemplate(std::string_view source, const nlohmann::o
                                       bool add_generation_prompt, std::string_view bos,
                                       std::string_view eos) {
   return Apply(source, messages, add_generation_prompt, bos, eos);
+}
+
+bool TemplateReadsVariable(std::string_view source, std::string_view name) {
+  auto tokens = internal::Tokenize(source);
+  if (!tokens.ok()) return false;
+  const std::vector<internal::Token>& t = *tokens;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].kind != internal::TokenKind::kName || t[i].text != name) continue;
+    if (i > 0 && t[i - 1].kind == internal::TokenKind::kOp && t[i - 1].text == ".") continue;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace llamay::chat

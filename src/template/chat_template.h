@@ -107,6 +107,16 @@ Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::jso
 Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                    std::string_view bos, std::string_view eos);
+// The same with more variables (an object: chat_template_kwargs such as enable_thinking). They cannot
+// replace the ones above: messages, tools, add_generation_prompt and the tokens are set after them.
+Result<std::string> RenderMessages(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, const nlohmann::ordered_json& variables,
+                                   bool add_generation_prompt, std::string_view bos, std::string_view eos);
+
+// Whether the template reads the variable `name` in its code ({{ }} and {% %}, not its text, comments or
+// string literals, and not as an attribute `x.name`): what a template can be given, such as `tools` or
+// `enable_thinking`. False for a source that does not lex.
+bool TemplateReadsVariable(std::string_view source, std::string_view name);
 
 // The family a template belongs to, for logging: "chatml", "llama2", "llama3", "mistral", "gemma", "phi3",
 // "phi4", "zephyr", "command-r", "deepseek", "deepseek3", "openchat", "vicuna", "alpaca", "granite",

@@ -156,5 +156,42 @@ TEST(ChatTemplateGolden, DetectsTheFamilyOfRealTemplates) {
   }
 }
 
+// chat_template_kwargs reach the template as variables: Qwen3's enable_thinking=false writes an empty
+// think block into the generation prompt; the kwargs cannot replace the variables the renderer sets.
+TEST(TemplateVariables, ReadsVariableOnlyInCode) {
+  EXPECT_TRUE(TemplateReadsVariable(ReadFile(TestData() / "qwen3.jinja"), "tools"));
+  EXPECT_TRUE(TemplateReadsVariable(ReadFile(TestData() / "qwen3.jinja"), "enable_thinking"));
+  EXPECT_FALSE(TemplateReadsVariable(ReadFile(TestData() / "qwq.jinja"), "enable_thinking"));
+  EXPECT_TRUE(TemplateReadsVariable(ReadFile(TestData() / "llama31.jinja"), "tools"));
+  EXPECT_FALSE(TemplateReadsVariable(ReadFile(TestData() / "chatml.jinja"), "tools"));
+  EXPECT_TRUE(TemplateReadsVariable("{%- if not enable_thinking %}x{% endif %}", "enable_thinking"));
+  EXPECT_TRUE(TemplateReadsVariable("{{ tools|length }}", "tools"));
+  EXPECT_TRUE(TemplateReadsVariable("{% for t in tools %}{% endfor %}", "tools"));
+  EXPECT_FALSE(TemplateReadsVariable("You have tools. {{ messages[0].content }}", "tools"));  // text
+  EXPECT_FALSE(TemplateReadsVariable("{{ 'tools' }}{{ \"use tools\" }}", "tools"));          // strings
+  EXPECT_FALSE(TemplateReadsVariable("{{ message.tools }}{% set tools_x = 1 %}", "tools"));  // attribute, other name
+  EXPECT_FALSE(TemplateReadsVariable("{# tools #}{{ x }}", "tools"));                        // comment
+  EXPECT_FALSE(TemplateReadsVariable("{{ tools ", "tools"));                                 // does not lex
+}
+
+TEST(TemplateVariables, KwargsReachTheTemplateAndCannotReplaceItsInputs) {
+  auto tmpl = ChatTemplate::Parse(ReadFile(TestData() / "qwen3.jinja"));
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().message();
+  const nlohmann::ordered_json messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}});
+  auto plain = RenderMessages(*tmpl, messages, nullptr, true, "", "<|im_end|>");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  auto off = RenderMessages(*tmpl, messages, nullptr, {{"enable_thinking", false}}, true, "", "<|im_end|>");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, *plain + "<think>\n\n</think>\n\n");
+  auto on = RenderMessages(*tmpl, messages, nullptr, {{"enable_thinking", true}}, true, "", "<|im_end|>");
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(*on, *plain);
+  const nlohmann::ordered_json hijack = {{"messages", nlohmann::ordered_json::array()}, {"add_generation_prompt", false}};
+  auto kept = RenderMessages(*tmpl, messages, nullptr, hijack, true, "", "<|im_end|>");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, *plain);
+}
+
 }  // namespace
 }  // namespace llamay::chat
