@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -34,8 +35,9 @@ using llamay::toolcall::ToolCallStream;
 using llamay::toolcall::ToolDelta;
 using llamay::toolcall::ToolFormat;
 
-constexpr ToolFormat kFormats[] = {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kMistral,
-                                   ToolFormat::kGranite, ToolFormat::kGeneric};
+constexpr ToolFormat kFormats[] = {ToolFormat::kHermes,  ToolFormat::kLlama3,     ToolFormat::kMistral,
+                                   ToolFormat::kGranite, ToolFormat::kGeneric,    ToolFormat::kQwen3Coder,
+                                   ToolFormat::kGlm45};
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();
@@ -140,6 +142,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckSame(Stream(format, text, sizes, false), whole);
     if (flags & 8) CheckSame(Stream(format, text, sizes, true), whole);
   }
-  Request(text, kFormats[((flags >> 4) & 7) % 5], (flags & 0x80) != 0);
+  Request(text, kFormats[((flags >> 4) & 7) % std::size(kFormats)], (flags & 0x80) != 0);
   return 0;
 }

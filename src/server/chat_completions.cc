@@ -71,6 +71,8 @@ class ChatWire : public OpenAiWire {
     for (size_t i = 0; i < g.n(); ++i) {
       const ChoiceResult& r = g.result(i);
       json message = {{"role", "assistant"}, {"content", r.content}};
+      // Clients read one name or the other (vLLM's and DeepSeek's reasoning_content, OpenRouter's reasoning).
+      if (!r.reasoning.empty()) message["reasoning_content"] = message["reasoning"] = r.reasoning;
       if (!r.calls.empty()) {
         if (r.content.empty()) message["content"] = nullptr;
         message["tool_calls"] = json::array();
@@ -86,10 +88,11 @@ class ChatWire : public OpenAiWire {
 
   std::string Update(const Generation& g, const ChoiceUpdate& u) override {
     std::string out = FailureLine(g, u);
-    std::string content;
+    std::string content, reasoning;
     json calls = json::array();
     for (const OutputEvent& e : u.events) {
       if (e.kind == OutputEvent::Kind::kText) content += e.text;
+      if (e.kind == OutputEvent::Kind::kReasoning) reasoning += e.text;
       if (e.kind == OutputEvent::Kind::kToolCall)
         calls.push_back({{"index", e.call}, {"id", e.call_id}, {"type", "function"},
                          {"function", {{"name", e.call_name}, {"arguments", ""}}}});
@@ -104,9 +107,10 @@ class ChatWire : public OpenAiWire {
     // Each chunk carries the logprobs of the tokens that arrived since the last one (their text may be in
     // a later chunk, held back for a stop string or an incomplete character).
     const json logprobs = u.logprobs.empty() ? json(nullptr) : Logprobs(g, u.logprobs);
-    if (!content.empty() || !calls.empty() || u.first || !logprobs.is_null()) {
+    if (!content.empty() || !reasoning.empty() || !calls.empty() || u.first || !logprobs.is_null()) {
       json d = json::object();
       if (u.first) d["role"] = "assistant";
+      if (!reasoning.empty()) d["reasoning_content"] = d["reasoning"] = reasoning;
       if (!content.empty()) d["content"] = content;
       if (!calls.empty()) d["tool_calls"] = calls;
       out += SseData(Chunk(u.choice, d, logprobs, nullptr));
@@ -144,6 +148,8 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
     LLAMAY_RETURN_IF_ERROR(ParseOpenAiTools(body, raw, c));
     LLAMAY_ASSIGN_OR_RETURN(c->messages, ParseChatMessages(body["messages"]));
     LLAMAY_RETURN_IF_ERROR(ParseOpenAiGeneration(body, c, include_usage));
+    LLAMAY_RETURN_IF_ERROR(ParseReasoningControls(body, c));
+    c->cache_key = Opt<std::string>(body, "prompt_cache_key", "");
     if (Opt(body, "logprobs", false)) {
       c->top_logprobs = 0;
       LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_logprobs", 0, 20, &c->top_logprobs));
@@ -167,18 +173,14 @@ Result<std::vector<Message>> ParseChatMessages(const json& messages) {
       return InvalidArgumentError("each message needs a string 'role'");
     const std::string role = m["role"];
     Message msg;
-    if (role == "system" || role == "developer") {
-      msg.role = Message::Role::kSystem;
-    } else if (role == "user") {
-      msg.role = Message::Role::kUser;
-    } else if (role == "assistant") {
-      msg.role = Message::Role::kAssistant;
-    } else if (role == "tool") {
-      msg.role = Message::Role::kTool;
-    } else {
+    const std::optional<Message::Role> parsed = RoleFromName(role);
+    if (!parsed)
       return InvalidArgumentError(where + ".role '" + role + "' is not one of system, developer, user, assistant, tool");
-    }
+    msg.role = *parsed;
     LLAMAY_ASSIGN_OR_RETURN(msg.content, MessageText(m.contains("content") ? m["content"] : json(), where + ".content"));
+    // As OpenAI's API: only an assistant turn (one that calls tools, or carries only reasoning) may have none.
+    if (!msg.content && msg.role != Message::Role::kAssistant)
+      return InvalidArgumentError(where + ".content is required for a " + role + " message");
     if (m.contains("name") && m["name"].is_string()) msg.name = m["name"];
     if (msg.role == Message::Role::kAssistant) {
       if (m.contains("tool_calls")) {

@@ -1,5 +1,7 @@
 #include "server/chat_prompt.h"
 
+#include <cctype>
+
 #include "server/http_util.h"
 #include "server/server.h"
 
@@ -16,15 +18,34 @@ bool IsDetail(const Status& s, TemplateErrorDetail d) { return s.detail() == sta
 
 }  // namespace
 
-ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
+ChatPrompt::ChatPrompt(const engine::Engine& engine, const std::string& template_source) : engine_(engine) {
   const tokenizer::Tokenizer& tok = engine.tokenizer();
   bos_ = tok.bos() >= 0 ? tok.TokenText(tok.bos()) : "";
   eos_ = tok.eos() >= 0 ? tok.TokenText(tok.eos()) : "";
-  std::string source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
-  source_name_ = source.empty() ? "the default ChatML chat template" : "the model's chat template";
+  std::string source = template_source;
+  if (!source.empty()) {
+    source_name_ = "the chat template given (--chat-template-file)";
+  } else {
+    source = engine.model().file().GetStringOr("tokenizer.chat_template", "");
+    source_name_ = source.empty() ? "the default ChatML chat template" : "the model's chat template";
+  }
   if (source.empty()) source = std::string(chat::DefaultChatTemplate());
+  source_ = source;
+  reasoning_ = reasoning::DetectReasoning(source);
+  thinking_switch_ = chat::TemplateReadsVariable(source, "enable_thinking");
+  if (reasoning_) {
+    // As the model writes them: a continuation (no BOS, no SentencePiece space), special tokens parsed.
+    auto open = tok.Encode(reasoning_->open, /*add_special=*/false, /*parse_special=*/true, /*continuation=*/true);
+    auto close = tok.Encode(reasoning_->close, false, true, true);
+    if (open.ok() && close.ok() && !close->empty()) {
+      open_tokens_ = std::move(*open);
+      close_tokens_ = std::move(*close);
+    } else {
+      reasoning_.reset();  // a vocabulary that cannot write the markers: the output is all answer
+    }
+  }
   tool_format_ = toolcall::DetectToolFormat(source, [&tok](std::string_view t) { return tok.FindToken(std::string(t)) >= 0; });
-  tool_prompt_ = toolcall::UseToolSystemPrompt(tool_format_, source);
+  tool_prompt_ = toolcall::UseToolSystemPrompt(tool_format_, chat::TemplateReadsVariable(source, "tools"));
   auto parsed = chat::ChatTemplate::Parse(source);
   if (!parsed.ok()) {
     problem_ = Fault(source_name_ + " does not parse: " + parsed.status().message());
@@ -39,13 +60,26 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine) : engine_(engine) {
     return;
   }
   template_ = std::move(*parsed);
+  // A template that reads `tools` but drops the calls or the results it is given (Granite 3.0's renders
+  // only roles of its own) would lose the conversation's tool turns: the calls and results are written as
+  // text instead, with the tools described in a system message.
+  if (!tool_prompt_ && LosesToolTurns()) tool_prompt_ = true;
+  // Clients send an assistant turn that only calls tools with content null (OpenAI's shape, and what the
+  // Messages API's tool_use-only turns become). Templates written for Hugging Face's callers, who pass "",
+  // fail on null (Qwen3's `'</think>' in content`) or print it as Python's "None" (GLM-4.7's); those get
+  // "" for null, and a template that handles null itself keeps it.
+  null_as_empty_ = NeedsEmptyContent();
 }
 
-nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages) {
+nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages, bool null_as_empty) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const Message& m : messages) {
     nlohmann::ordered_json j = {{"role", RoleName(m.role)}};
-    j["content"] = m.content ? nlohmann::ordered_json(*m.content) : nlohmann::ordered_json(nullptr);
+    if (m.content) {
+      j["content"] = *m.content;
+    } else {
+      j["content"] = null_as_empty ? nlohmann::ordered_json("") : nlohmann::ordered_json(nullptr);
+    }
     if (!m.name.empty()) j["name"] = m.name;
     if (!m.reasoning.empty()) j["reasoning_content"] = m.reasoning;
     if (!m.tool_calls.empty()) {
@@ -60,15 +94,14 @@ nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages) {
   return out;
 }
 
-Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& messages, bool session,
-                                                const std::vector<toolcall::ToolSpec>& all_tools,
-                                                bool describe_tools) const {
+Result<std::string> ChatPrompt::Render(const std::vector<Message>& messages,
+                                       const std::vector<toolcall::ToolSpec>& all_tools, bool describe_tools,
+                                       const ReasoningControls* reasoning, bool null_as_empty) const {
   static const std::vector<toolcall::ToolSpec> kNone;
   const std::vector<toolcall::ToolSpec>& tools = describe_tools ? all_tools : kNone;
-  if (!problem_.ok()) return problem_;
   bool tool_messages = false;
   for (const Message& m : messages) tool_messages = tool_messages || m.role == Message::Role::kTool || !m.tool_calls.empty();
-  nlohmann::ordered_json ordered = TemplateMessages(messages);
+  nlohmann::ordered_json ordered = TemplateMessages(messages, null_as_empty);
   nlohmann::ordered_json tools_var = nullptr;
   if (!all_tools.empty() || tool_messages) {
     if (tool_prompt_) {
@@ -78,7 +111,77 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& mess
       if (!tools.empty()) tools_var = toolcall::ToolsJson(tools);
     }
   }
-  auto text = chat::RenderMessages(*template_, ordered, tools_var, /*add_generation_prompt=*/true, bos_, eos_);
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+  if (reasoning != nullptr) {
+    if (reasoning->template_kwargs.is_object()) variables = reasoning->template_kwargs;
+    if (reasoning->enabled && !variables.contains("enable_thinking")) variables["enable_thinking"] = *reasoning->enabled;
+  }
+  return chat::RenderMessages(*template_, ordered, tools_var, variables, /*add_generation_prompt=*/true, bos_, eos_);
+}
+
+namespace {
+
+// The probes' conversations: a tool turn (an assistant turn that only calls a tool, content null, then the
+// result) and a turn with no content at all; with the values to look for in the text.
+constexpr std::string_view kProbeArgument = "probe_value_1";
+constexpr std::string_view kProbeResult = "probe_result_2";
+
+toolcall::ToolSpec ProbeTool() {
+  toolcall::ToolSpec tool;
+  tool.name = "probe_tool";
+  tool.parameters = nlohmann::ordered_json::parse(R"({"type":"object","properties":{"probe_arg":{"type":"string"}}})");
+  return tool;
+}
+
+std::vector<Message> ProbeToolTurn() {
+  Message user, call, result;
+  user.content = "Hi";
+  call.role = Message::Role::kAssistant;
+  call.tool_calls.push_back({"call_0", "probe_tool", "{\"probe_arg\":\"" + std::string(kProbeArgument) + "\"}"});
+  result.role = Message::Role::kTool;
+  result.tool_call_id = "call_0";
+  result.content = std::string(kProbeResult);
+  return {user, call, result};
+}
+
+std::vector<Message> ProbeEmptyTurn() {
+  Message user, empty, again;
+  user.content = "Hi";
+  empty.role = Message::Role::kAssistant;
+  again.content = "Hello?";
+  return {user, empty, again};
+}
+
+int CountNone(const std::string& t) {
+  int n = 0;
+  for (size_t at = 0; (at = t.find("None", at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+}  // namespace
+
+bool ChatPrompt::LosesToolTurns() const {
+  auto text = Render(ProbeToolTurn(), {ProbeTool()}, true, nullptr, /*null_as_empty=*/true);
+  return !text.ok() || text->find(kProbeArgument) == std::string::npos || text->find(kProbeResult) == std::string::npos;
+}
+
+bool ChatPrompt::NeedsEmptyContent() const {
+  for (const std::vector<Message>& probe : {ProbeToolTurn(), ProbeEmptyTurn()}) {
+    const std::vector<toolcall::ToolSpec> tools = {ProbeTool()};
+    auto as_null = Render(probe, tools, true, nullptr, false);
+    auto as_empty = Render(probe, tools, true, nullptr, true);
+    if (!as_empty.ok()) continue;  // a template that takes no such turn at all: nothing to learn from it
+    if (!as_null.ok() || CountNone(*as_null) > CountNone(*as_empty)) return true;
+  }
+  return false;
+}
+
+Result<std::string> ChatPrompt::Text(const std::vector<Message>& messages,
+                                     const std::vector<toolcall::ToolSpec>& tools, bool describe_tools,
+                                     const ReasoningControls* reasoning, bool* opens_reasoning) const {
+  if (opens_reasoning != nullptr) *opens_reasoning = false;
+  if (!problem_.ok()) return problem_;
+  auto text = Render(messages, tools, describe_tools, reasoning, null_as_empty_);
   if (!text.ok()) {
     const Status& s = text.status();
     if (IsDetail(s, TemplateErrorDetail::kRaised) || IsDetail(s, TemplateErrorDetail::kRuntime))
@@ -88,8 +191,33 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& mess
       return Fault(source_name_ + " is broken: " + s.message());
     return s.WithContext("chat template");
   }
+  if (reasoning_) {
+    // A reasoning model reasons first: where the template did not open the block itself (Qwen3's leaves
+    // it to the model, which always writes it), the prompt opens it, so that a budget counts from the
+    // first token and a constraint can wait for the close marker. Reasoning off leaves the prompt as the
+    // template made it (Qwen3's writes an empty block when enable_thinking is false).
+    bool inside = reasoning::PromptOpensReasoning(*text, *reasoning_);
+    const bool off = reasoning != nullptr && reasoning->enabled.has_value() && !*reasoning->enabled;
+    std::string_view trimmed(*text);
+    while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back()))) trimmed.remove_suffix(1);
+    const bool closed = trimmed.size() >= reasoning_->close.size() &&
+                        trimmed.substr(trimmed.size() - reasoning_->close.size()) == reasoning_->close;
+    if (!inside && !off && !closed) {
+      *text += reasoning_->open + "\n";
+      inside = true;
+    }
+    if (opens_reasoning != nullptr) *opens_reasoning = inside;
+  }
+  return text;
+}
+
+Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& messages, bool session,
+                                                const std::vector<toolcall::ToolSpec>& tools,
+                                                bool describe_tools, const ReasoningControls* reasoning,
+                                                bool* opens_reasoning) const {
+  LLAMAY_ASSIGN_OR_RETURN(std::string text, Text(messages, tools, describe_tools, reasoning, opens_reasoning));
   const tokenizer::Tokenizer& tok = engine_.tokenizer();
-  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(*text, /*add_special=*/!session, /*parse_special=*/true,
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(text, /*add_special=*/!session, /*parse_special=*/true,
                                                                    /*continuation=*/session));
   // A template that writes the BOS text itself, tokenized with add_special, would start with two.
   if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());

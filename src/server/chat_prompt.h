@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "reasoning/reasoning.h"
 #include "server/conversation.h"
 #include "template/chat_template.h"
 #include "toolcall/toolcall.h"
@@ -31,8 +32,9 @@ class Server;
 
 class ChatPrompt {
  public:
-  // REQUIRES: engine outlives this.
-  explicit ChatPrompt(const engine::Engine& engine);
+  // REQUIRES: engine outlives this. `template_source`: a template to use instead of the model's
+  // (--chat-template-file); empty: the model's, or ChatML when it has none.
+  explicit ChatPrompt(const engine::Engine& engine, const std::string& template_source = "");
 
   // Ok, or why the model's template is unusable (reported at start-up).
   const Status& problem() const { return problem_; }
@@ -47,12 +49,31 @@ class ChatPrompt {
   // calls and results are written as text).
   // A session that already holds a conversation (`describe_tools` false) has had its tools described: the
   // continuation renders only its messages (tool results, new user turns), so its prefill is just those.
+  // `reasoning` (optional): chat_template_kwargs become template variables, and `enabled` is passed as
+  // enable_thinking. `*opens_reasoning` (optional) says whether the rendered prompt leaves the model inside
+  // its reasoning (reasoning::PromptOpensReasoning; false for a model that does not reason).
+  // The text Tokens tokenizes: the rendered messages, with the reasoning block opened where the template
+  // leaves that to the model (see Tokens for the arguments).
+  Result<std::string> Text(const std::vector<Message>& messages, const std::vector<toolcall::ToolSpec>& tools = {},
+                           bool describe_tools = true, const ReasoningControls* reasoning = nullptr,
+                           bool* opens_reasoning = nullptr) const;
+
   Result<std::vector<int32_t>> Tokens(const std::vector<Message>& messages, bool session,
                                       const std::vector<toolcall::ToolSpec>& tools = {},
-                                      bool describe_tools = true) const;
+                                      bool describe_tools = true, const ReasoningControls* reasoning = nullptr,
+                                      bool* opens_reasoning = nullptr) const;
 
   // The model's tool-call syntax, detected once from its template and vocabulary.
   toolcall::ToolFormat tool_format() const { return tool_format_; }
+  // The markers of the template's reasoning block (reasoning::DetectReasoning), none for a model that does
+  // not reason, and their tokens as the model writes them.
+  const std::optional<reasoning::ReasoningMarkers>& reasoning() const { return reasoning_; }
+  const std::vector<int32_t>& open_tokens() const { return open_tokens_; }
+  const std::vector<int32_t>& close_tokens() const { return close_tokens_; }
+  // The template reads enable_thinking (reasoning can be switched off through it).
+  bool thinking_switch() const { return thinking_switch_; }
+  // The template's source (the model's, the override, or ChatML).
+  const std::string& source() const { return source_; }
 
  private:
   const engine::Engine& engine_;
@@ -62,12 +83,27 @@ class ChatPrompt {
   std::string bos_, eos_;
   toolcall::ToolFormat tool_format_ = toolcall::ToolFormat::kGeneric;
   bool tool_prompt_ = true;  // describe tools in a system message rather than pass them to the template
+  std::string source_;
+  std::optional<reasoning::ReasoningMarkers> reasoning_;
+  std::vector<int32_t> open_tokens_, close_tokens_;
+  bool thinking_switch_ = false;
+  bool null_as_empty_ = false;  // the template cannot take content null (NeedsEmptyContent)
+
+  // The template's text for the messages, as it takes them (tools in a system prompt or its own).
+  Result<std::string> Render(const std::vector<Message>& messages, const std::vector<toolcall::ToolSpec>& tools,
+                             bool describe_tools, const ReasoningControls* reasoning, bool null_as_empty) const;
+  // Whether an assistant turn with content null (one that only calls a tool, or has nothing) fails, or
+  // prints "None", where "" does not.
+  bool NeedsEmptyContent() const;
+  // Whether the template, given a tool call and its result in its own way, fails or leaves either out.
+  bool LosesToolTurns() const;
 };
 
 // Messages as chat templates take them, OpenAI's shape: role, content (a string, or null), name,
 // tool_calls [{id, type: "function", function: {name, arguments (a JSON string)}}], tool_call_id, and
-// reasoning_content for reasoning sent back.
-nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages);
+// reasoning_content for reasoning sent back. `null_as_empty`: content null (an assistant turn that only
+// calls tools) is given as "" instead, for templates that cannot take null.
+nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages, bool null_as_empty = false);
 
 }  // namespace llamay::server
 

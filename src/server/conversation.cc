@@ -1,6 +1,16 @@
 #include "server/conversation.h"
 
+#include <cstdlib>
+
 namespace llamay::server {
+
+std::optional<Message::Role> RoleFromName(std::string_view name) {
+  if (name == "system" || name == "developer") return Message::Role::kSystem;
+  if (name == "user") return Message::Role::kUser;
+  if (name == "assistant") return Message::Role::kAssistant;
+  if (name == "tool") return Message::Role::kTool;
+  return std::nullopt;
+}
 
 std::string_view RoleName(Message::Role role) {
   switch (role) {
@@ -72,6 +82,29 @@ Status ParseOpenAiTools(const json& body, const std::string& raw, Conversation* 
                           toolcall::ParseToolChoice(has_choice ? ordered["tool_choice"] : nlohmann::ordered_json(),
                                                     c->tools));
   return Status::Ok();
+}
+
+Result<std::vector<toolcall::ToolSpec>> ParseToolsDroppingUnsupported(nlohmann::ordered_json tools) {
+  static constexpr std::string_view kKeyword = "unsupported JSON Schema keyword \"";
+  for (int attempt = 0; attempt < 256; ++attempt) {
+    auto parsed = toolcall::ParseTools(tools);
+    if (parsed.ok()) return parsed;
+    const std::string m = parsed.status().message();
+    const size_t k = m.find(kKeyword), at = m.rfind(" at ");
+    if (m.rfind("tools[", 0) != 0 || k == std::string::npos || at == std::string::npos || at < k) return parsed.status();
+    const size_t index = std::strtoul(m.c_str() + 6, nullptr, 10);
+    const size_t kw_end = m.find('"', k + kKeyword.size());
+    const std::string keyword = m.substr(k + kKeyword.size(), kw_end - k - kKeyword.size());
+    std::string ptr = m.substr(at + 4);
+    if (ptr == "/") ptr.clear();
+    if (index >= tools.size()) return parsed.status();
+    nlohmann::ordered_json& params = tools[index]["function"]["parameters"];
+    const nlohmann::ordered_json::json_pointer where(ptr);
+    if (!params.contains(where) || !params[where].is_object() || !params[where].contains(keyword))
+      return parsed.status();
+    params[where].erase(keyword);
+  }
+  return InvalidArgumentError("'tools': too many unsupported JSON Schema keywords");
 }
 
 }  // namespace llamay::server

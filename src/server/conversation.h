@@ -43,6 +43,8 @@ struct Message {
 };
 
 std::string_view RoleName(Message::Role role);  // "system", "user", "assistant", "tool"
+// The role of that name ("developer" is OpenAI's newer name for system), or none for another name.
+std::optional<Message::Role> RoleFromName(std::string_view name);
 
 // Reasoning controls (thinking models): on or off, a budget, and variables handed to the template.
 struct ReasoningControls {
@@ -78,6 +80,15 @@ struct Conversation {
 
   // A held context this turn continues (llamay_session; previous_response_id), or empty.
   std::string session;
+  // `session` is continued on a fork: it stays as it was, and may be continued again (an agent that
+  // backtracks; the Responses API's previous_response_id).
+  bool fork_session = false;
+  // prompt_cache_key: a client that sends the whole conversation every turn continues one held context
+  // (Generation: the key's context continues when the prompt begins with what it holds).
+  std::string cache_key;
+  // Non-empty: the context the turn ends with is held as a new session of this id (a stored response).
+  // Without `session` the turn starts from the prefix tree as usual. REQUIRES n 1.
+  std::string store_as;
   bool retain_prefix = false;
   bool stream = false;
 };
@@ -113,6 +124,13 @@ Status ParseStop(const json& value, const char* key, size_t max, std::vector<std
 // Chat Completions' `tools`, `tool_choice` and `parallel_tool_calls` into c (toolcall::ParseTools and
 // ParseToolChoice, on `raw` read again in its own key order so that each schema keeps its property order).
 Status ParseOpenAiTools(const json& body, const std::string& raw, Conversation* c);
+
+// toolcall::ParseTools (tools in Chat Completions' shape), except that a JSON Schema keyword the grammar
+// engine does not support is dropped from that tool's schema (the rest still constrains the arguments)
+// instead of refusing the request: agents' own tools use some (Claude Code's propertyNames), and an
+// agent cannot change its tools. Anything else is still refused. For the surfaces agent programs speak
+// (Messages, Responses); Chat Completions refuses such schemas, naming the keyword.
+Result<std::vector<toolcall::ToolSpec>> ParseToolsDroppingUnsupported(nlohmann::ordered_json tools);
 
 }  // namespace llamay::server
 

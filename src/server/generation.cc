@@ -3,11 +3,14 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
 #include "engine/grammar_constraint.h"
+#include "engine/reasoning_budget.h"
+#include "reasoning/reasoning.h"
 #include "server/chat_prompt.h"
 #include "server/http_util.h"
 #include "server/server.h"
@@ -45,6 +48,8 @@ struct ChoiceState {
   size_t logprobs_sent = 0;
   size_t echo_code_points = 0;  // of the echoed prompt that starts the text
   std::unique_ptr<toolcall::ToolCallStream> tools;
+  std::unique_ptr<reasoning::ReasoningSplitter> splitter;  // a reasoning model's chat answer
+  std::shared_ptr<std::atomic<int>> reasoning_tokens;     // counted by the request's ReasoningBudget
   bool started = false;  // an event (a token or the end) has arrived
 };
 
@@ -59,6 +64,13 @@ struct Generation::Impl {
   std::shared_ptr<const grammar::Vocabulary> vocabulary;  // with `grammar`
   std::vector<engine::GrammarConstraint::Trigger> triggers;  // lazy: the grammar starts at one of these
   toolcall::ToolFormat tool_format = toolcall::ToolFormat::kGeneric;
+  // A reasoning model's chat request: the output starts inside the reasoning block (the prompt opened
+  // it), the reasoning tokens it may spend (-1: no limit), and the marker after which the constraint
+  // applies (empty: from the first token, or at the triggers).
+  bool reasons = false;
+  bool starts_inside = false;
+  int reasoning_budget = -1;
+  std::string constraint_after;
   size_t prefill_cached = 0;           // n > 1: what the shared prefill reused
   std::vector<size_t> prompt_offsets;  // echo: code points of the text before each prompt token
 };
@@ -103,7 +115,9 @@ Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordere
     if (c.tool_choice.mode == toolcall::ToolChoice::Mode::kAuto && answer == nullptr)
       g->triggers.emplace_back(t.text, t.at_start);
   }
-  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those.
+  // A format's markers may be control tokens (<|python_tag|>): the grammar may write those, and the
+  // constraint sees the reasoning's markers (<think> is a control token in some vocabularies).
+  if (const auto& r = server.chat_prompt().reasoning()) markers.insert(markers.end(), {r->open, r->close});
   LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary(markers));
   return Status::Ok();
 }
@@ -114,7 +128,7 @@ Status PromptTokens(Server& server, const Conversation& c, Impl* g) {
     // A session that holds a conversation had its tools described when it began.
     const bool describe_tools = c.session.empty() || server.HeldTokens(c.session) == 0;
     LLAMAY_ASSIGN_OR_RETURN(g->prompt, server.chat_prompt().Tokens(c.messages, !c.session.empty(), c.tools,
-                                                                   describe_tools));
+                                                                   describe_tools, &c.reasoning, &g->starts_inside));
     return Status::Ok();
   }
   if (!c.prompt_is_text) {
@@ -144,8 +158,23 @@ Status Constraint(Server& server, const Conversation& c, bool parse_tools, Impl*
     return Status::Ok();
   }
   g->grammar = c.format.grammar;
-  LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary());
+  std::vector<std::string> markers;
+  if (const auto& r = server.chat_prompt().reasoning()) markers = {r->open, r->close};
+  LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary(markers));
   return Status::Ok();
+}
+
+// A reasoning model's chat request: its budget, and where the output constraint begins. Reasoning off
+// (reasoning_effort "none", thinking disabled) is a budget of 0, so the block closes as soon as it opens
+// even where the template cannot be told. ChatPrompt opened the block in the prompt unless reasoning is
+// off; a constraint then applies after its close marker.
+void Reasoning(Server& server, const Conversation& c, Impl* g) {
+  const ChatPrompt& prompt = server.chat_prompt();
+  if (!c.chat || !prompt.reasoning()) return;
+  g->reasons = true;
+  const bool off = c.reasoning.enabled.has_value() && !*c.reasoning.enabled;
+  g->reasoning_budget = off ? 0 : c.reasoning.budget >= 0 ? c.reasoning.budget : server.options().reasoning_budget;
+  if (g->grammar && g->starts_inside) g->constraint_after = prompt.reasoning()->close;
 }
 
 // The echoed prompt's entries (echo with logprobs): the first token has no logprob, entry i of `lps` is
@@ -236,11 +265,13 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
   std::shared_ptr<Generation> gen(new Generation(server));
   Impl& g = *gen->impl_;
   g.watch = std::move(watch);
+  if (!c.store_as.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot be stored");
   if (!c.session.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
   if (!c.session.empty() && c.echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
   gen->parse_tools_ = c.chat && !c.tools.empty() && c.tool_choice.mode != toolcall::ToolChoice::Mode::kNone;
   LLAMAY_RETURN_IF_ERROR(Constraint(server, c, gen->parse_tools_, &g));
   LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g));
+  Reasoning(server, c, &g);
   if (g.prompt.empty() && c.session.empty()) return InvalidArgumentError("the prompt is empty");
   gen->c_ = std::move(c);
   LLAMAY_RETURN_IF_ERROR(gen->Launch());
@@ -250,6 +281,34 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
 }  // namespace llamay::server
 
 namespace llamay::server {
+
+// Choice i's request without its prompt: sampling (a seed advanced per choice), limits, stop strings and
+// the output constraint.
+engine::Request Generation::BaseRequest(size_t i) {
+  const Conversation& c = c_;
+  engine::Request r;
+  r.sampling = c.sampling;
+  if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
+  r.max_tokens = c.max_tokens;
+  r.top_logprobs = c.top_logprobs;
+  r.ignore_eos = c.ignore_eos;
+  r.pin_prefix = c.retain_prefix;
+  r.stop = c.stop;
+  Impl& g = *impl_;
+  if (g.reasons) {
+    // Counts the reasoning tokens (exactly, by token) and forces the close marker once the budget is spent.
+    const ChatPrompt& prompt = server_.chat_prompt();
+    auto budget = std::make_unique<engine::ReasoningBudget>(prompt.open_tokens(), prompt.close_tokens(),
+                                                            g.starts_inside, g.reasoning_budget);
+    g.states[i].reasoning_tokens = std::make_shared<std::atomic<int>>(0);
+    budget->ReportTo(g.states[i].reasoning_tokens);
+    r.processors.push_back(std::move(budget));
+  }
+  if (g.grammar)
+    r.processors.push_back(
+        std::make_unique<engine::GrammarConstraint>(g.grammar, g.vocabulary, g.triggers, g.constraint_after));
+  return r;
+}
 
 // Starts every choice. n > 1: the prompt is prefilled once and forked, so no page is copied; with echo
 // and logprobs that prefill computes the whole prompt's logprobs, and the choices take it from the tree.
@@ -274,26 +333,19 @@ Status Generation::Launch() {
       return true;
     };
   };
-  auto base = [&](size_t i) {
-    engine::Request r;
-    r.sampling = c.sampling;
-    if (r.sampling.has_seed) r.sampling.seed += static_cast<uint64_t>(i);
-    r.max_tokens = c.max_tokens;
-    r.top_logprobs = c.top_logprobs;
-    r.ignore_eos = c.ignore_eos;
-    r.pin_prefix = c.retain_prefix;
-    r.stop = c.stop;
-    if (g.grammar)
-      r.processors.push_back(std::make_unique<engine::GrammarConstraint>(g.grammar, g.vocabulary, g.triggers));
-    return r;
-  };
+  auto base = [this](size_t i) { return BaseRequest(i); };
   const size_t n = static_cast<size_t>(c.n);
   g.states.resize(n);
   choices_.resize(n);
   if (parse_tools_)
-    for (auto& s : g.states) s.tools = std::make_unique<toolcall::ToolCallStream>(g.tool_format);
+    for (auto& s : g.states) s.tools = std::make_unique<toolcall::ToolCallStream>(g.tool_format, nullptr, &c.tools);
+  if (g.reasons)
+    for (auto& s : g.states)
+      s.splitter = std::make_unique<reasoning::ReasoningSplitter>(*server.chat_prompt().reasoning(), g.starts_inside);
   if (c.echo) StartEcho(engine.tokenizer(), c, &g);
   const bool echo_logprobs = c.echo && c.top_logprobs >= 0;
+  if (!c.store_as.empty() || c.fork_session) return LaunchForked();
+  if (!c.cache_key.empty() && c.session.empty() && n == 1 && !c.echo) return LaunchKeyed();
   if (!c.session.empty()) {
     LLAMAY_RETURN_IF_ERROR(server.FetchSession(c.session));
     LLAMAY_ASSIGN_OR_RETURN(HeldContext taken, server.TakeContext(c.session));
@@ -362,6 +414,98 @@ Status Generation::Launch() {
   return Status::Ok();
 }
 
+// A turn that continues a fork of `session` (which stays as it was) or starts from the prefix tree, and
+// whose context is kept as the new session `store_as` when it is set. The context is held when the final
+// event arrives, on the engine's thread, so a client that leaves does not lose a turn that completed; a
+// failed or cancelled turn stores nothing.
+Status Generation::LaunchForked() {
+  Impl& g = *impl_;
+  Server& server = server_;
+  const Conversation& c = c_;
+  engine::Request r = BaseRequest(0);
+  auto fork = std::make_shared<HeldContext>();
+  if (!c.session.empty()) {
+    LLAMAY_RETURN_IF_ERROR(server.FetchSession(c.session));
+    LLAMAY_ASSIGN_OR_RETURN(*fork, server.ForkContext(c.session));
+    LLAMAY_ASSIGN_OR_RETURN(r, fork->Continue(g.prompt, std::move(r)));
+  } else {
+    r.prompt = g.prompt;
+    r.return_context = !c.store_as.empty();
+  }
+  std::shared_ptr<Channel> ch = g.channel;
+  const std::string id = c.store_as;
+  const bool forked = !c.session.empty();
+  auto sink = [ch, fork, forked, id, &server](engine::Event& e) {
+    if (e.finished && !id.empty() && e.reason != engine::FinishReason::kError &&
+        e.reason != engine::FinishReason::kCancelled) {
+      if (forked) {
+        fork->Return(e);
+      } else {
+        *fork = Held(engine::Session{std::move(e.context), std::move(e.tail), std::move(e.logits)});
+      }
+      if (fork->context.valid()) server.HoldResponse(id, std::move(*fork));
+    }
+    ch->Push(0, std::move(e));
+    return true;
+  };
+  LLAMAY_ASSIGN_OR_RETURN(g.states[0].id, server.engine().Submit(std::move(r), std::move(sink)));
+  return Status::Ok();
+}
+
+// prompt_cache_key: the key's held context continues when the prompt begins with every token it holds
+// (the client sent the conversation whole, and it renders to the same tokens), so the turn computes only
+// what is new and the key's conversation stays whole in memory whatever the prefix tree evicts. Otherwise
+// (a first turn, a history that changed, a re-rendered answer) the turn starts from the prefix tree, and
+// its context becomes the key's. A key whose context is busy (the same key twice at once) runs statelessly.
+Status Generation::LaunchKeyed() {
+  Impl& g = *impl_;
+  Server& server = server_;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(c_.cache_key)));
+  const std::string id = std::string("pck_") + hex;
+  engine::Request r = BaseRequest(0);
+  std::shared_ptr<Channel> ch = g.channel;
+  Result<HeldContext> taken = server.TakeContext(id);
+  if (taken.ok()) {
+    std::vector<int32_t> held = taken->context.tokens();
+    held.insert(held.end(), taken->tail.begin(), taken->tail.end());
+    if (held.size() < g.prompt.size() && std::equal(held.begin(), held.end(), g.prompt.begin())) {
+      auto ctx = std::make_shared<HeldContext>(std::move(*taken));
+      const std::span<const int32_t> rest(g.prompt.data() + held.size(), g.prompt.size() - held.size());
+      LLAMAY_ASSIGN_OR_RETURN(r, ctx->Continue(rest, std::move(r)));
+      auto sink = [ch, ctx, id, &server](engine::Event& e) {
+        if (e.finished) {
+          ctx->Return(e);
+          server.ReturnContext(id, std::move(*ctx));
+        }
+        ch->Push(0, std::move(e));
+        return true;
+      };
+      Result<uint64_t> sub = server.engine().Submit(std::move(r), std::move(sink));
+      if (!sub.ok()) {  // refused: the request, and the key's context in it, are untouched
+        ctx->Return(r);
+        server.ReturnContext(id, std::move(*ctx));
+        return sub.status();
+      }
+      g.states[0].id = *sub;
+      return Status::Ok();
+    }
+    server.ReturnContext(id, std::move(*taken));
+  }
+  const bool keep = taken.ok() || taken.status().code() == StatusCode::kNotFound;
+  r.prompt = g.prompt;
+  r.return_context = keep;
+  auto sink = [ch, keep, id, &server](engine::Event& e) {
+    if (e.finished && keep && e.context.valid() && e.reason != engine::FinishReason::kError &&
+        e.reason != engine::FinishReason::kCancelled)
+      server.HoldResponse(id, Held(engine::Session{std::move(e.context), std::move(e.tail), std::move(e.logits)}));
+    ch->Push(0, std::move(e));
+    return true;
+  };
+  LLAMAY_ASSIGN_OR_RETURN(g.states[0].id, server.engine().Submit(std::move(r), std::move(sink)));
+  return Status::Ok();
+}
+
 std::optional<ChoiceUpdate> Generation::Next(std::chrono::milliseconds wait) {
   std::pair<size_t, engine::Event> ev;
   if (!impl_->channel->Pop(&ev, wait)) return std::nullopt;
@@ -401,8 +545,23 @@ ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
     // The server is shutting down.
     if (e.reason == engine::FinishReason::kCancelled && error_.ok()) error_ = CancelledStatus();
   }
-  // The answer's text, through the tool-call parser when the request has tools.
+  // The reasoning first (the tool-call parser never reads inside it), then the answer's text, through the
+  // tool-call parser when the request has tools.
   std::vector<OutputEvent>& out = u.events;
+  if (s.splitter) {
+    reasoning::Split split = s.splitter->Push(delta);
+    if (e.finished) {
+      reasoning::Split rest = s.splitter->Finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    if (!split.reasoning.empty()) {
+      r.reasoning += split.reasoning;
+      out.push_back({OutputEvent::Kind::kReasoning, std::move(split.reasoning), -1, "", ""});
+    }
+    delta = std::move(split.content);
+  }
+  if (s.reasoning_tokens) r.reasoning_tokens = static_cast<size_t>(s.reasoning_tokens->load(std::memory_order_relaxed));
   auto add_text = [&](std::string text) {
     if (text.empty()) return;
     r.content += text;
@@ -440,12 +599,13 @@ void Generation::Finish() {
   // With a store, a session's new state is written through before the answer ends, so the next turn may
   // go to any instance. A conflict (another instance continued the session first) becomes the request's
   // error; any other store failure leaves the session held here, unsaved, and says so on stderr.
-  if (!c_.session.empty() && error_.ok()) {
-    Status s = server_.CommitSession(c_.session);
+  const std::string written = !c_.store_as.empty() ? c_.store_as : c_.fork_session ? std::string() : c_.session;
+  if (!written.empty() && error_.ok()) {
+    Status s = server_.CommitSession(written);
     if (s.detail() == engine::kDetailSessionConflict) {
       error_ = s;
     } else if (!s.ok()) {
-      std::fprintf(stderr, "llamay: session %s not saved to the store: %s\n", c_.session.c_str(), s.message().c_str());
+      std::fprintf(stderr, "llamay: session %s not saved to the store: %s\n", written.c_str(), s.message().c_str());
     }
   }
   if (!error_.ok() && error_.detail() != engine::kDetailSessionConflict) return;

@@ -131,6 +131,12 @@ class Generation {
   explicit Generation(Server& server);
   // Submits every choice (n > 1: one prefill, forked).
   Status Launch();
+  // Choice i's request without its prompt (and its ReasoningBudget's counter, for a reasoning model).
+  engine::Request BaseRequest(size_t i);
+  // Submits the one choice of a turn on a fork of its session, or stored (Conversation::fork_session, store_as).
+  Status LaunchForked();
+  // Submits the one choice of a request with a prompt_cache_key (Conversation::cache_key).
+  Status LaunchKeyed();
   // Applies engine event `e` of choice `i`: the text it brings, through the parsers, as output events.
   ChoiceUpdate Apply(size_t i, engine::Event& e);
   Server& server_;

@@ -1,7 +1,6 @@
 #include "server/messages.h"
 
 #include <atomic>
-#include <cstdlib>
 
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -131,33 +130,6 @@ Status AddMessage(const json& m, size_t i, std::vector<Message>* out) {
     out->push_back(std::move(msg));
   }
   return Status::Ok();
-}
-
-// toolcall::ParseTools, except that a JSON Schema keyword the grammar engine does not support is dropped
-// from that tool's schema (the rest still constrains the input) instead of refusing the request: Claude
-// Code's own tools use some (propertyNames), and an agent cannot change its tools. The error names the
-// tool, the keyword and where it is; anything else is still refused.
-Result<std::vector<toolcall::ToolSpec>> ParseToolsDroppingUnsupported(ojson tools) {
-  static constexpr std::string_view kKeyword = "unsupported JSON Schema keyword \"";
-  for (int attempt = 0; attempt < 256; ++attempt) {
-    auto parsed = toolcall::ParseTools(tools);
-    if (parsed.ok()) return parsed;
-    const std::string m = parsed.status().message();
-    const size_t k = m.find(kKeyword), at = m.rfind(" at ");
-    if (m.rfind("tools[", 0) != 0 || k == std::string::npos || at == std::string::npos || at < k) return parsed.status();
-    const size_t index = std::strtoul(m.c_str() + 6, nullptr, 10);
-    const size_t kw_end = m.find('"', k + kKeyword.size());
-    const std::string keyword = m.substr(k + kKeyword.size(), kw_end - k - kKeyword.size());
-    std::string ptr = m.substr(at + 4);
-    if (ptr == "/") ptr.clear();
-    if (index >= tools.size()) return parsed.status();
-    ojson& params = tools[index]["function"]["parameters"];
-    const ojson::json_pointer where(ptr);
-    if (!params.contains(where) || !params[where].is_object() || !params[where].contains(keyword))
-      return parsed.status();
-    params[where].erase(keyword);
-  }
-  return InvalidArgumentError("'tools': too many unsupported JSON Schema keywords");
 }
 
 // tools [{name, description, input_schema}] and tool_choice {type: auto|any|tool|none, name} in
@@ -426,7 +398,7 @@ void HandleCountTokens(Server& server, const std::string& raw, httplib::Response
   MessagesWire wire(server);
   Conversation c;
   Status s = ParseRequest(server, body, raw, &c);
-  Result<std::vector<int32_t>> tokens = s.ok() ? server.chat_prompt().Tokens(c.messages, false, c.tools)
+  Result<std::vector<int32_t>> tokens = s.ok() ? server.chat_prompt().Tokens(c.messages, false, c.tools, true, &c.reasoning)
                                                : Result<std::vector<int32_t>>(s);
   if (!tokens.ok()) return wire.SendError(res, tokens.status());
   SendJson(res, {{"input_tokens", tokens->size()}});

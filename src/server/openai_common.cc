@@ -36,6 +36,22 @@ Status ParseOpenAiGeneration(const json& body, Conversation* c, bool* include_us
   return Status::Ok();
 }
 
+Status ParseReasoningControls(const json& body, Conversation* c) {
+  ReasoningControls& r = c->reasoning;
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object()) return InvalidArgumentError("'chat_template_kwargs' must be an object");
+    r.template_kwargs = nlohmann::ordered_json::parse(body["chat_template_kwargs"].dump());
+    if (r.template_kwargs.contains("enable_thinking") && r.template_kwargs["enable_thinking"].is_boolean())
+      r.enabled = r.template_kwargs["enable_thinking"].get<bool>();
+  }
+  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+    if (!body["reasoning_effort"].is_string()) return InvalidArgumentError("'reasoning_effort' must be a string");
+    r.enabled = body["reasoning_effort"] != "none";
+  }
+  LLAMAY_RETURN_IF_ERROR(OptInt(body, "thinking_budget_tokens", 0, 1 << 20, &r.budget));
+  return Status::Ok();
+}
+
 Status ParseLlamayExtensions(const json& body, Conversation* c) {
   if (body.contains("llamay_session") && !body["llamay_session"].is_null()) {
     if (!body["llamay_session"].is_string()) return InvalidArgumentError("llamay_session must be a string");

@@ -25,6 +25,11 @@ Status ParseOpenAiSampling(const json& body, sampling::SamplingParams* sp);
 // May throw json::exception on a wrong type (the caller answers it as a 400).
 Status ParseOpenAiGeneration(const json& body, Conversation* c, bool* include_usage);
 
+// Reasoning models' controls on Chat Completions: chat_template_kwargs (template variables; its
+// enable_thinking also switches reasoning on or off), reasoning_effort ("none": off; any other: on) and
+// thinking_budget_tokens (the most reasoning tokens).
+Status ParseReasoningControls(const json& body, Conversation* c);
+
 // llamay_session and llamay_retain_prefix.
 Status ParseLlamayExtensions(const json& body, Conversation* c);
 

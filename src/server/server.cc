@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include <httplib.h>
@@ -18,6 +19,8 @@
 #include "server/contexts.h"
 #include "server/http_util.h"
 #include "server/messages.h"
+#include "server/ollama.h"
+#include "server/responses.h"
 #include "store/store.h"
 
 namespace llamay::server {
@@ -25,7 +28,7 @@ namespace llamay::server {
 Server::Server(engine::Engine* engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
-      chat_prompt_(std::make_unique<ChatPrompt>(*engine)),
+      chat_prompt_(std::make_unique<ChatPrompt>(*engine, options_.chat_template)),
       http_(std::make_unique<httplib::Server>()) {
   if (options_.model_name.empty())
     options_.model_name = engine_->model().file().GetStringOr("general.name", "llamay");
@@ -43,6 +46,13 @@ std::string Server::NewContextId() {
   }
   std::lock_guard l(ctx_mu_);
   return "ctx_" + std::to_string(next_ctx_++);
+}
+
+size_t Server::ContextLength() const {
+  if (engine_->options().max_context > 0) return engine_->options().max_context;
+  const auto& file = engine_->model().file();
+  const int64_t n = file.GetIntOr(file.GetStringOr("general.architecture", "llama") + ".context_length", 0);
+  return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
 void Server::PutContext(const std::string& id, HeldContext held) {
@@ -128,6 +138,39 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
   it->second = std::move(held);
 }
 
+Result<HeldContext> Server::ForkContext(const std::string& id) {
+  std::lock_guard l(ctx_mu_);
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
+  if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
+  return Held(std::move(it->second.Fork(1)[0]));
+}
+
+void Server::HoldResponse(const std::string& id, HeldContext held) {
+  std::lock_guard l(ctx_mu_);
+  held.stored_seq = next_stored_seq_++;
+  contexts_[id] = std::move(held);
+  // Their pages are in the prefix tree too (a finished context is retained there), but the tree cannot free
+  // a page a held context keeps: the memory they hold is counted from their own bytes, each context's whole
+  // (shared pages once per context that holds them, so a chain of continued responses counts more than it
+  // holds: older branch points go sooner than they must, never the memory later requests need).
+  const size_t budget = engine_->cache().options().max_bytes;
+  for (;;) {
+    std::string oldest;
+    uint64_t oldest_seq = UINT64_MAX;
+    size_t stored = 0, bytes = 0;
+    for (const auto& [key, h] : contexts_) {
+      if ((key.rfind("resp_", 0) != 0 && key.rfind("pck_", 0) != 0) || h.busy) continue;
+      ++stored;
+      bytes += h.context.valid() ? h.context.bytes() : 0;
+      if (key != id && h.stored_seq < oldest_seq) oldest = key, oldest_seq = h.stored_seq;
+    }
+    if (oldest.empty()) return;
+    const bool over = stored > options_.max_stored_responses || (budget > 0 && bytes > budget / 2);
+    if (!over) return;
+    contexts_.erase(oldest);
+  }
+}
 
 Status Server::SettleTail(HeldContext& held, const std::function<bool()>& stop) {
   Status s = held.Settle(*engine_, stop);
@@ -183,9 +226,15 @@ void Server::Routes() {
   });
   h.Get("/health", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
   h.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    // The context length under the names clients read it by (vLLM's max_model_len, LM Studio's
+    // context_length), and Anthropic's fields, so that either SDK's models.list() reads the entry.
     SendJson(res, {{"object", "list"},
                    {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"created", 0},
-                                          {"owned_by", "llamay"}}})}});
+                                          {"owned_by", "llamay"}, {"context_length", ContextLength()},
+                                          {"max_model_len", ContextLength()}, {"type", "model"},
+                                          {"display_name", options_.model_name},
+                                          {"created_at", "1970-01-01T00:00:00Z"}}})},
+                   {"has_more", false}, {"first_id", options_.model_name}, {"last_id", options_.model_name}});
   });
   PostWithBody(h, "/v1/completions", options_.max_body_bytes,
                [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
@@ -203,6 +252,13 @@ void Server::Routes() {
                [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
                  HandleCountTokens(*this, body, res);
                });
+  PostWithBody(h, "/v1/responses", options_.max_body_bytes,
+               [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+                 HandleResponses(*this, req, body, res);
+               });
+  h.Delete(R"(/v1/responses/([A-Za-z0-9_]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleDeleteResponse(*this, req.matches[1], res);
+  });
   // Claude Code probes the base URL with HEAD / before its first request.
   h.Get("/", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -244,6 +300,7 @@ void Server::Routes() {
     res.set_content(out, "text/plain; version=0.0.4");
   });
   RegisterContextRoutes(*this, h);
+  RegisterOllamaRoutes(*this, h);
 }
 
 Status Server::Start() {
@@ -356,8 +413,11 @@ Status Server::LoadContexts(const std::string& dir, std::vector<std::string>* wa
   auto hold = [&](const std::string& id, engine::Session session) {
     std::lock_guard l(ctx_mu_);
     contexts_[id] = Held(std::move(session));
-    if (id.rfind("ctx_", 0) == 0) {
-      const uint64_t n = std::strtoull(id.c_str() + 4, nullptr, 10);
+    // Ids continue after the loaded ones (stored responses take theirs from the same counter).
+    for (const char* prefix : {"ctx_", "resp_"}) {
+      const size_t len = std::strlen(prefix);
+      if (id.rfind(prefix, 0) != 0) continue;
+      const uint64_t n = std::strtoull(id.c_str() + len, nullptr, 10);
       next_ctx_ = std::max(next_ctx_, n + 1);
     }
   };

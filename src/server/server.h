@@ -2,8 +2,11 @@
 //
 // Routes: GET /health, GET /metrics (Prometheus text), GET /v1/models, POST /v1/completions,
 // POST /v1/chat/completions (both with stream: true as server-sent events ending in "data: [DONE]"),
-// POST /v1/contexts, GET /v1/contexts, POST /v1/contexts/{id}/fork?n=, GET /v1/contexts/{id}/snapshot,
-// POST /v1/contexts/restore, DELETE /v1/contexts/{id}. Request extensions `llamay_session` and
+// POST /v1/responses and DELETE /v1/responses/{id} (responses.h), POST /v1/messages and
+// /v1/messages/count_tokens (messages.h), Ollama's /api/* (ollama.h), POST /v1/contexts, GET /v1/contexts,
+// POST /v1/contexts/{id}/fork?n=, GET /v1/contexts/{id}/snapshot, POST /v1/contexts/restore,
+// DELETE /v1/contexts/{id}. Each surface is one file that translates its wire format to a Conversation and
+// back (generation.h). Request extensions `llamay_session` and
 // `llamay_retain_prefix`; usage reports `llamay_cached_prompt_tokens` and
 // `prompt_tokens_details.cached_tokens`. Errors are OpenAI error objects with the matching HTTP status;
 // bad input never yields a 500.
@@ -56,6 +59,12 @@ struct ServerOptions {
   // store as its next generation, and a session this instance lacks (or holds at an older generation) is
   // pulled from it.
   bool share_sessions = false;
+  // A chat template to use instead of the model's (--chat-template-file); empty: the model's.
+  std::string chat_template;
+  // Reasoning tokens a request may spend when it does not say (--reasoning-budget); -1: no limit.
+  int reasoning_budget = -1;
+  // Stored responses (the Responses API's store: true) held at most; see Server::HoldResponse.
+  size_t max_stored_responses = 256;
 };
 
 // A held context: the engine's session (its context, the tokens it does not hold yet and the next token's
@@ -65,6 +74,9 @@ struct HeldContext : engine::Session {
   // With a store: the generation of the session this copy is (0: never committed). Kept by the server's
   // map across TakeContext/ReturnContext; see Server::CommitSession.
   uint64_t generation = 0;
+  // A stored response's (Server::HoldResponse): when it was stored, for eviction oldest first; 0 for
+  // other contexts (and responses loaded from --state-dir, evicted before any stored since).
+  uint64_t stored_seq = 0;
 };
 
 // A held context of `session`, not busy and never committed.
@@ -99,6 +111,8 @@ class Server {
   engine::SnapshotStore* store() { return options_.store; }
   bool sharing_sessions() const { return options_.store != nullptr && options_.share_sessions; }
   const ServerOptions& options() const { return options_; }
+  // Positions one context may hold: --ctx-size, else the model's trained context (0 when it says none).
+  size_t ContextLength() const;
   // The model's chat template, parsed once (chat_prompt.h); problem() is what start-up reports.
   const ChatPrompt& chat_prompt() const { return *chat_prompt_; }
   std::string NewContextId();
@@ -115,6 +129,15 @@ class Server {
   Status FetchSession(const std::string& id);
   Status CommitSession(const std::string& id);
   void ReturnContext(const std::string& id, HeldContext held);
+  // A held context of its own sharing every page of context `id` (a fork; `id` stays as it was): NotFound,
+  // or FailedPrecondition when `id` is lent to a running request.
+  Result<HeldContext> ForkContext(const std::string& id);
+  // Holds a stored response's context (or a prompt_cache_key's, "pck_...") as `id`, then keeps them
+  // within their bounds, counted together: at most
+  // ServerOptions::max_stored_responses of them, and (with a KV budget) their bytes (each context's, shared
+  // pages counted once per context) within half of it. The oldest go first; the newest always stays. With --share-sessions every
+  // one was written through to the store, so an evicted response comes back from there (FetchSession).
+  void HoldResponse(const std::string& id, HeldContext held);
   // Runs a held context's tail through the model so that the context holds every token (a snapshot holds
   // computed positions only). The work runs on a fork: on failure `held` is unchanged. `stop` as for
   // Engine::Generate: once it returns true the work is cancelled (CancelledStatus()).
@@ -144,6 +167,7 @@ class Server {
   std::mutex ctx_mu_;
   std::map<std::string, HeldContext> contexts_;  // GUARDED_BY(ctx_mu_)
   uint64_t next_ctx_ = 1;                         // GUARDED_BY(ctx_mu_)
+  uint64_t next_stored_seq_ = 1;                  // GUARDED_BY(ctx_mu_)
   Metrics metrics_;
 };
 

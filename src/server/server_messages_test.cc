@@ -12,21 +12,6 @@
 namespace llamay::server {
 namespace {
 
-// SSE "event: NAME\ndata: JSON" pairs of a streamed answer.
-std::vector<std::pair<std::string, json>> Events(const std::string& body) {
-  std::vector<std::pair<std::string, json>> out;
-  size_t at = 0;
-  while ((at = body.find("event: ", at)) != std::string::npos) {
-    const size_t nl = body.find('\n', at);
-    const std::string name = body.substr(at + 7, nl - at - 7);
-    const size_t data = body.find("data: ", nl);
-    const size_t end = body.find("\n\n", data);
-    out.emplace_back(name, json::parse(body.substr(data + 6, end - data - 6)));
-    at = end;
-  }
-  return out;
-}
-
 json Request(const std::string& system, const std::string& user, int max_tokens = 12) {
   return {{"model", "m"}, {"max_tokens", max_tokens}, {"temperature", 0}, {"system", system},
           {"messages", json::array({{{"role", "user"}, {"content", user}}})}};
@@ -60,7 +45,7 @@ TEST_F(ServerTest, MessagesStreamsTheSameTextAsContentBlockEvents) {
   auto r = client_->Post("/v1/messages", req.dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
-  const auto events = Events(r->body);
+  const auto events = SseEvents(r->body);
   ASSERT_GE(events.size(), 5u) << r->body;
   EXPECT_EQ(events.front().first, "message_start");
   EXPECT_EQ(events.back().first, "message_stop");

@@ -8,6 +8,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/demo_model.h"
 #include "server/server.h"
@@ -26,6 +28,21 @@ inline json PostJson(httplib::Client& client, const std::string& path, const jso
   if (!r) return {};
   EXPECT_EQ(r->status, want) << path << ": " << r->body;
   return json::parse(r->body, nullptr, false);
+}
+
+// The "event: NAME\ndata: JSON" pairs of a streamed answer (Messages, Responses).
+inline std::vector<std::pair<std::string, json>> SseEvents(const std::string& body) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t at = 0;
+  while ((at = body.find("event: ", at)) != std::string::npos) {
+    const size_t nl = body.find('\n', at);
+    const std::string name = body.substr(at + 7, nl - at - 7);
+    const size_t data = body.find("data: ", nl);
+    const size_t end = body.find("\n\n", data);
+    out.emplace_back(name, json::parse(body.substr(data + 6, end - data - 6)));
+    at = end;
+  }
+  return out;
 }
 
 inline std::unique_ptr<engine::Engine> DemoEngine(engine::EngineOptions o = {}) {

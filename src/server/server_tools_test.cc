@@ -4,7 +4,13 @@
 // its result rendered by the template) reuses the whole previous prompt from the prefix tree.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "server/chat_prompt.h"
 #include "server/template_test_util.h"
@@ -113,6 +119,65 @@ TEST(ServerTools, ASessionsNextTurnPrefillsOnlyItsNewMessages) {
   EXPECT_GT(first["usage"]["prompt_tokens"].get<int>(), 1000);
   EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
             first["usage"]["prompt_tokens"].get<int>() + first["usage"]["completion_tokens"].get<int>());
+}
+
+std::string ToolcallTemplate(const std::string& name) {
+  std::ifstream in(std::filesystem::path(LLAMAY_SOURCE_DIR) / "src/toolcall/testdata" / name, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The XML-like formats through the server, on the models' real templates: detected, forced by the grammar
+// for a required tool (Qwen3.5's template thinks too: the call comes after a budgeted reasoning block),
+// parsed into tool_calls whose arguments are typed by the schema, streamed as the same deltas, and the
+// next turn (the call and its result rendered by the template) reuses the previous prompt.
+TEST(ServerTools, TheXmlFormatsOfQwen3CoderQwen35AndGlmAreForcedParsedAndRendered) {
+  const std::vector<std::pair<std::string, toolcall::ToolFormat>> cases = {
+      {"Qwen3-Coder.jinja", toolcall::ToolFormat::kQwen3Coder},
+      {"Qwen3.5-4B.jinja", toolcall::ToolFormat::kQwen3Coder},
+      {"GLM-4.6.jinja", toolcall::ToolFormat::kGlm45}};
+  for (const auto& [file, format] : cases) {
+    SCOPED_TRACE(file);
+    const std::string tmpl = ToolcallTemplate(file);
+    ASSERT_FALSE(tmpl.empty());
+    Served s = Serve(tmpl);
+    EXPECT_EQ(s.server->chat_prompt().tool_format(), format);
+    const json messages = json::array({{{"role", "user"}, {"content", "define cat"}}});
+    json body = {{"messages", messages}, {"tools", Tools()}, {"tool_choice", "required"}, {"max_tokens", 300},
+                 {"temperature", 0.8}, {"seed", 5}, {"parallel_tool_calls", false}, {"thinking_budget_tokens", 4}};
+    const json first = PostOk(s, body);
+    const json& c = first["choices"][0];
+    ASSERT_EQ(c["finish_reason"], "tool_calls") << first.dump();
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u);
+    const json& call = c["message"]["tool_calls"][0];
+    EXPECT_EQ(call["function"]["name"], "lookup");
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["lang"] == "en" || args["lang"] == "fr") << args;
+    EXPECT_TRUE(args["word"].is_string() && !args["word"].get<std::string>().empty()) << args;
+    // Streamed: the same call, assembled from its deltas.
+    body["stream"] = true;
+    auto r = s.client->Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    std::string name, arguments;
+    for (size_t at = 0; (at = r->body.find("data: {", at)) != std::string::npos; ++at) {
+      const json chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6));
+      if (chunk["choices"].empty()) continue;
+      for (const json& d : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
+        if (d.contains("id")) name = d["function"]["name"];
+        arguments += d["function"].value("arguments", "");
+      }
+    }
+    EXPECT_EQ(name, "lookup");
+    EXPECT_EQ(arguments, call["function"]["arguments"]);
+    json next = messages;
+    next.push_back(c["message"]);
+    next.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "a small animal"}});
+    const json second = PostOk(s, {{"messages", next}, {"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 4},
+                                   {"thinking_budget_tokens", 0}});
+    EXPECT_GT(second["usage"]["prompt_tokens"].get<int>(), first["usage"]["prompt_tokens"].get<int>());
+    EXPECT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  }
 }
 
 }  // namespace

@@ -11,35 +11,6 @@ bool Contains(std::string_view text, std::string_view what) {
   return text.find(what) != std::string_view::npos;
 }
 
-bool IsIdentChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-// Whether Jinja `code` (what is inside {{ }} or {% %}) names the variable `name`: an
-// identifier outside string literals, not an attribute (`.name`).
-bool CodeUsesVariable(std::string_view code, std::string_view name) {
-  char prev = ' ';  // the last character outside strings that is not a space
-  for (size_t i = 0; i < code.size();) {
-    const char c = code[i];
-    if (c == '\'' || c == '"') {
-      size_t j = i + 1;
-      while (j < code.size() && code[j] != c) j += code[j] == '\\' ? 2 : 1;
-      i = j + 1;
-      prev = c;
-    } else if (IsIdentChar(c)) {
-      size_t j = i;
-      while (j < code.size() && IsIdentChar(code[j])) ++j;
-      if (code.substr(i, j - i) == name && prev != '.') return true;
-      prev = code[j - 1];
-      i = j;
-    } else {
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') prev = c;
-      ++i;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string_view ToolFormatName(ToolFormat format) {
@@ -54,6 +25,10 @@ std::string_view ToolFormatName(ToolFormat format) {
       return "granite";
     case ToolFormat::kGeneric:
       return "generic";
+    case ToolFormat::kQwen3Coder:
+      return "qwen3_coder";
+    case ToolFormat::kGlm45:
+      return "glm45";
   }
   return "unknown";
 }
@@ -61,12 +36,21 @@ std::string_view ToolFormatName(ToolFormat format) {
 ToolFormat DetectToolFormat(std::string_view source,
                             const std::function<bool(std::string_view)>& vocab_has_token) {
   // The template's markers say what the model was shown; `<|tool_call|>` does not contain `<tool_call>`.
+  // The XML-like formats wrap their calls in <tool_call> too, so their own markers come first; a
+  // <function= alone is not enough (some Llama templates teach <function=name>{...}</function>).
+  if (Contains(source, "<arg_key>")) return ToolFormat::kGlm45;
+  if (Contains(source, "<tool_call>") &&
+      (Contains(source, "<function=") || Contains(source, "<parameter="))) {
+    return ToolFormat::kQwen3Coder;
+  }
   if (Contains(source, "<tool_call>")) return ToolFormat::kHermes;
   if (Contains(source, "[TOOL_CALLS]") || Contains(source, "[AVAILABLE_TOOLS]")) return ToolFormat::kMistral;
   if (Contains(source, "<|tool_call|>")) return ToolFormat::kGranite;
   if (Contains(source, "<|python_tag|>") || Contains(source, "ipython")) return ToolFormat::kLlama3;
   // A template that says nothing of tools, for a model whose vocabulary was trained on a format.
+  // (Qwen3-Coder's vocabulary has no token of its own for its syntax: it reads as kHermes's.)
   if (vocab_has_token) {
+    if (vocab_has_token("<arg_key>")) return ToolFormat::kGlm45;
     if (vocab_has_token("<tool_call>")) return ToolFormat::kHermes;
     if (vocab_has_token("[TOOL_CALLS]")) return ToolFormat::kMistral;
     if (vocab_has_token("<|tool_call|>")) return ToolFormat::kGranite;
@@ -75,35 +59,16 @@ ToolFormat DetectToolFormat(std::string_view source,
   return ToolFormat::kGeneric;
 }
 
-bool TemplateRendersTools(std::string_view source) {
-  for (size_t i = 0; i + 1 < source.size();) {
-    const std::string_view open = source.substr(i, 2);
-    std::string_view close;
-    if (open == "{{") {
-      close = "}}";
-    } else if (open == "{%") {
-      close = "%}";
-    } else if (open == "{#") {
-      close = "#}";
-    } else {
-      ++i;
-      continue;
-    }
-    const size_t end = std::min(source.find(close, i + 2), source.size());
-    if (open != "{#" && CodeUsesVariable(source.substr(i + 2, end - i - 2), "tools")) return true;
-    i = end + 2;
-  }
-  return false;
-}
-
-bool UseToolSystemPrompt(ToolFormat format, std::string_view source) {
-  return format == ToolFormat::kGeneric || !TemplateRendersTools(source);
+bool UseToolSystemPrompt(ToolFormat format, bool template_reads_tools) {
+  return format == ToolFormat::kGeneric || !template_reads_tools;
 }
 
 std::vector<ToolCallTrigger> ToolCallTriggers(ToolFormat format) {
   switch (format) {
     case ToolFormat::kHermes:
     case ToolFormat::kGeneric:
+    case ToolFormat::kQwen3Coder:
+    case ToolFormat::kGlm45:
       return {{"<tool_call>", false}};
     case ToolFormat::kLlama3:
       return {{"<|python_tag|>", false}, {"{\"name\"", true}};

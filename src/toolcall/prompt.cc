@@ -4,6 +4,7 @@
 #include <string>
 
 #include "toolcall/toolcall.h"
+#include "toolcall/xml.h"
 
 namespace llamay::toolcall {
 namespace {
@@ -50,9 +51,12 @@ std::string ContentText(const Json& m) {
   return out;
 }
 
-// One call as the model writes it: {"name": ..., "arguments"|"parameters": ...}.
-std::string CallObject(ToolFormat format, const Json& call) {
-  const Json& fn = call.is_object() && call.contains("function") ? call["function"] : call;
+// A call's function ({name, arguments}), and its arguments as a value (parsed when a JSON string).
+const Json& CallFunction(const Json& call) {
+  return call.is_object() && call.contains("function") ? call["function"] : call;
+}
+
+Json CallArguments(const Json& fn) {
   Json args = Json::object();
   if (fn.is_object() && fn.contains("arguments")) {
     args = fn["arguments"];
@@ -61,6 +65,13 @@ std::string CallObject(ToolFormat format, const Json& call) {
       if (!parsed.is_discarded()) args = std::move(parsed);
     }
   }
+  return args;
+}
+
+// One call as the model writes it: {"name": ..., "arguments"|"parameters": ...}.
+std::string CallObject(ToolFormat format, const Json& call) {
+  const Json& fn = CallFunction(call);
+  Json args = CallArguments(fn);
   Json obj = {{"name", StringField(fn, "name")}};
   obj[format == ToolFormat::kLlama3 ? "parameters" : "arguments"] = std::move(args);
   return PyDump(obj);
@@ -96,6 +107,18 @@ std::string_view SyntaxHelp(ToolFormat format) {
     case ToolFormat::kGranite:
       return "<|tool_call|>[{\"name\": <function-name>, \"arguments\": <arguments-json-object>}]\n\n"
              "For several calls, put more objects in the list.";
+    case ToolFormat::kQwen3Coder:
+      return "<tool_call>\n<function=<function-name>>\n<parameter=<parameter-name>>\n<value>\n</parameter>\n"
+             "</function>\n</tool_call>\n\n"
+             "Write one <parameter=...></parameter> block per argument, its value as plain text (numbers, "
+             "booleans, objects and arrays as JSON). For several calls, write one <tool_call></tool_call> "
+             "block after another.";
+    case ToolFormat::kGlm45:
+      return "<tool_call><function-name>\n<arg_key><parameter-name></arg_key>\n"
+             "<arg_value><value></arg_value>\n</tool_call>\n\n"
+             "Write one <arg_key></arg_key><arg_value></arg_value> pair per argument, its value as plain "
+             "text (numbers, booleans, objects and arrays as JSON). For several calls, write one "
+             "<tool_call></tool_call> block after another.";
   }
   return "";
 }
@@ -113,6 +136,37 @@ void PrependContent(Json* m, const std::string& text) {
 
 }  // namespace
 
+namespace internal {
+
+std::string XmlCall(ToolFormat format, const std::string& name, const Json& args) {
+  // Values as the templates write them: strings raw, anything else as JSON, except that kQwen3Coder's
+  // write booleans and null as Python does (`| string`).
+  const bool qwen = format == ToolFormat::kQwen3Coder;
+  auto text = [qwen](const Json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (qwen && v.is_boolean()) return std::string(v.get<bool>() ? "True" : "False");
+    if (qwen && v.is_null()) return std::string("None");
+    return PyDump(v);
+  };
+  std::string out = qwen ? "<tool_call>\n<function=" + name + ">\n" : "<tool_call>" + name;
+  if (args.is_object()) {
+    for (auto it = args.begin(); it != args.end(); ++it) {
+      if (qwen) {
+        out.append("<parameter=").append(it.key()).append(">\n");
+        out.append(text(it.value())).append("\n</parameter>\n");
+      } else {
+        out.append("\n<arg_key>").append(it.key()).append("</arg_key>\n<arg_value>");
+        out.append(text(it.value())).append("</arg_value>");
+      }
+    }
+  } else if (!args.is_null()) {  // not an object: kept as it is, for what it says
+    out.append(qwen ? "" : "\n").append(text(args)).append(qwen ? "\n" : "");
+  }
+  return out + (qwen ? "</function>\n</tool_call>" : "\n</tool_call>");
+}
+
+}  // namespace internal
+
 std::string ToolSystemPrompt(ToolFormat format, const std::vector<ToolSpec>& tools) {
   if (tools.empty()) return "";
   std::string out =
@@ -122,8 +176,11 @@ std::string ToolSystemPrompt(ToolFormat format, const std::vector<ToolSpec>& too
       "<tools>\n";
   for (const Json& t : ToolsJson(tools)) out += PyDump(t) + "\n";
   out +=
-      "</tools>\n\nTo call a function, reply with the call in exactly this form, the arguments being a JSON "
-      "object that matches the function's parameters:\n";
+      internal::IsXmlFormat(format)
+          ? "</tools>\n\nTo call a function, reply with the call in exactly this form, with a parameter for "
+            "each of its arguments, as the function's parameters describe them:\n"
+          : "</tools>\n\nTo call a function, reply with the call in exactly this form, the arguments being a "
+            "JSON object that matches the function's parameters:\n";
   out += SyntaxHelp(format);
   out +=
       "\n\nThe results come back in <tool_response></tool_response> blocks. When no function is needed, "
@@ -135,6 +192,11 @@ std::string FormatToolCalls(ToolFormat format, const nlohmann::ordered_json& cal
   if (!calls.is_array() || calls.empty()) return "";
   std::string out;
   for (size_t i = 0; i < calls.size(); ++i) {
+    if (internal::IsXmlFormat(format)) {
+      const Json& fn = CallFunction(calls[i]);
+      out.append(i ? "\n" : "").append(internal::XmlCall(format, StringField(fn, "name"), CallArguments(fn)));
+      continue;
+    }
     const std::string call = CallObject(format, calls[i]);
     switch (format) {
       case ToolFormat::kHermes:
@@ -148,6 +210,9 @@ std::string FormatToolCalls(ToolFormat format, const nlohmann::ordered_json& cal
       case ToolFormat::kGranite:
         out.append(i ? ", " : "").append(call);
         break;
+      case ToolFormat::kQwen3Coder:
+      case ToolFormat::kGlm45:
+        break;  // above
     }
   }
   if (format == ToolFormat::kMistral) return "[TOOL_CALLS][" + out + "]";
@@ -171,9 +236,19 @@ nlohmann::ordered_json MessagesForToolTemplate(ToolFormat format, const nlohmann
       }
       if (!call.contains("function") || !call["function"].is_object()) continue;
       Json& fn = call["function"];
-      if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      Json parsed = Json::parse(fn["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_object()) fn["arguments"] = std::move(parsed);
+      if (!fn.contains("arguments")) continue;
+      Json& args = fn["arguments"];
+      // The XML-like templates iterate the arguments: none (null, or "" as some clients send) is {}.
+      const bool none =
+          args.is_null() ||
+          (args.is_string() && args.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos);
+      if (internal::IsXmlFormat(format) && none) {
+        args = Json::object();
+        continue;
+      }
+      if (!args.is_string()) continue;
+      Json parsed = Json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) args = std::move(parsed);
     }
   }
   return out;

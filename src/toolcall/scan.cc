@@ -178,12 +178,56 @@ Header NameArgsHeader(std::string_view text, size_t pos, Header h) {
   return h;
 }
 
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '.' || c == ':';
+}
+
+// An XML-like call's name after <tool_call> and whitespace (at `pos`): kQwen3Coder's <function=f>, or
+// kGlm45's f when <arg_key> or </tool_call> follows it (after whitespace), which tells a name from text.
+Header XmlHeader(ToolFormat format, std::string_view text, size_t pos, Header h) {
+  h.form = Form::kXml;
+  auto decide = [&h](Match m) {
+    h.match = m;
+    return h;
+  };
+  if (format == ToolFormat::kQwen3Coder) {
+    constexpr std::string_view kOpen = "<function=";
+    const Match open = Literal(text, pos, kOpen);
+    if (open != Match::kYes) return decide(open);
+    size_t i = pos + kOpen.size();
+    while (i < text.size() && text[i] != '>') {
+      if (IsSpace(text[i]) || text[i] == '<') return decide(Match::kNo);
+      ++i;
+    }
+    if (i == text.size()) return decide(Match::kNeedMore);
+    if (i == pos + kOpen.size()) return decide(Match::kNo);
+    h.name = std::string(text.substr(pos + kOpen.size(), i - pos - kOpen.size()));
+    h.consumed = i + 1;
+    return decide(Match::kYes);
+  }
+  size_t i = pos;
+  while (i < text.size() && IsNameChar(text[i])) ++i;
+  if (i == text.size()) return decide(Match::kNeedMore);
+  if (i == pos) return decide(Match::kNo);
+  const size_t j = SkipSpace(text, i);
+  const Match key = Literal(text, j, "<arg_key>"), end = Literal(text, j, kHermesClose);
+  if (key == Match::kYes || end == Match::kYes) {
+    h.name = std::string(text.substr(pos, i - pos));
+    h.consumed = i;
+    return decide(Match::kYes);
+  }
+  return decide(key == Match::kNeedMore || end == Match::kNeedMore ? Match::kNeedMore : Match::kNo);
+}
+
 }  // namespace
 
 std::vector<std::string_view> TriggerTexts(ToolFormat format) {
   switch (format) {
     case ToolFormat::kHermes:
     case ToolFormat::kGeneric:
+    case ToolFormat::kQwen3Coder:
+    case ToolFormat::kGlm45:
       return {kHermesOpen};
     case ToolFormat::kLlama3:
       return {kPythonTag};
@@ -208,6 +252,8 @@ Header ParseHeader(ToolFormat format, Entry entry, std::string_view text) {
     const std::string_view trigger = TriggerTexts(format).at(0);
     h.consumed = trigger.size();
     i = SkipSpace(text, trigger.size());
+    // A model of an XML-like format that writes kHermes's JSON in its block is understood too.
+    if (IsXmlFormat(format) && (i >= text.size() || text[i] != '{')) return XmlHeader(format, text, i, h);
     if (format == ToolFormat::kMistral || format == ToolFormat::kGranite) {
       if (i >= text.size()) return h;
       if (text[i] == '[') {
@@ -235,6 +281,13 @@ Tail ParseTail(ToolFormat format, Form form, bool object_closed, std::string_vie
   Tail t;
   t.match = Match::kYes;
   if (form == Form::kNameArgs) return t;
+  if (form == Form::kXml) {  // after </function>: the </tool_call>
+    const size_t i = SkipSpace(text, 0);
+    const Match m = i < text.size() ? Literal(text, i, kHermesClose) : Match::kNeedMore;
+    t.match = (m == Match::kNeedMore && !final) ? Match::kNeedMore : Match::kYes;
+    t.consumed = m == Match::kYes ? i + kHermesClose.size() : 0;
+    return t;
+  }
   auto decide = [&](Match m, size_t done) {  // stop at `done` unless the text may still grow
     t.match = (m == Match::kNeedMore && !final) ? Match::kNeedMore : Match::kYes;
     t.consumed = done;
@@ -274,7 +327,7 @@ Tail ParseTail(ToolFormat format, Form form, bool object_closed, std::string_vie
     }
     return decide(Match::kNo, closed);
   }
-  if (format == ToolFormat::kHermes || format == ToolFormat::kGeneric) {
+  if (format == ToolFormat::kHermes || format == ToolFormat::kGeneric || IsXmlFormat(format)) {
     const Match m = Literal(text, i, kHermesClose);
     return decide(m, m == Match::kYes ? i + kHermesClose.size() : closed);
   }

@@ -10,11 +10,13 @@
 #define LLAMAY_TOOLCALL_SCAN_H_
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "toolcall/toolcall.h"
+#include "toolcall/xml.h"
 
 namespace llamay::toolcall::internal {
 
@@ -43,11 +45,13 @@ enum class Form {
   kObject,      // {"name": ..., "arguments": {...}} alone (kHermes, kGeneric, kLlama3)
   kListObject,  // the same inside [ ... ] (kMistral, kGranite)
   kNameArgs,    // [TOOL_CALLS]name[ARGS]{...} (kMistral)
+  kXml,         // <tool_call> then the name and the parameters as tags (kQwen3Coder, kGlm45; xml.h)
 };
 
 struct Header {
   Match match = Match::kNeedMore;
-  // kYes: bytes up to the arguments' `{` (or, when args_done, through the call object's `}`).
+  // kYes: bytes up to the arguments' `{` (or, when args_done, through the call object's `}`; for kXml,
+  // through the name: `<function=f>`, kGlm45's `f`).
   // kNo: bytes to give up as content before looking for calls again (the trigger, `{` or `,`).
   size_t consumed = 0;
   std::string name;
@@ -66,7 +70,8 @@ struct Tail {
 };
 
 // What follows a call's arguments: the rest of its object (skipping other members) unless
-// `object_closed`, then the format's closing (</tool_call>, `;`, `]`). With `final`, never kNeedMore.
+// `object_closed`, then the format's closing (</tool_call>, `;`, `]`; for kXml, what follows
+// </function>). With `final`, never kNeedMore.
 Tail ParseTail(ToolFormat format, Form form, bool object_closed, std::string_view text, bool final);
 
 // Copies the arguments' JSON text, dropping whitespace outside strings (but keeping it between two
@@ -88,7 +93,8 @@ class ArgsCompactor {
 // The incremental tool-call scanner behind ToolCallStream and ParseToolCalls.
 class Scanner {
  public:
-  Scanner(ToolFormat format, ToolCallIdGenerator ids);
+  // `tools`: for typing the XML-like formats' values (copied); may be nullptr.
+  Scanner(ToolFormat format, ToolCallIdGenerator ids, const std::vector<ToolSpec>* tools);
 
   void Push(std::string_view text, ToolDelta* out);
   void Finish(ToolDelta* out);
@@ -102,6 +108,9 @@ class Scanner {
   bool StepText(bool final, ToolDelta* out);
   bool StepHeader(bool final, ToolDelta* out);
   bool StepArgs(ToolDelta* out);
+  bool StepXmlArgs(bool final, ToolDelta* out);
+  // After a call's closing: back to text.
+  void EndCall();
   bool StepTail(bool final, ToolDelta* out);
   // Content, with the whitespace rules of ParsedAnswer::content.
   void EmitText(std::string_view text, ToolDelta* out);
@@ -126,6 +135,8 @@ class Scanner {
   bool object_closed_ = false;
   // kArgs
   ArgsCompactor args_;
+  XmlArgs xml_args_;                     // form_ == Form::kXml
+  std::map<std::string, Json> schemas_;  // function name -> its arguments schema (kXml)
   int num_calls_ = 0;
 };
 

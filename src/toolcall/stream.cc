@@ -5,7 +5,8 @@
 //   kText    free text: content, up to a trigger (held back while the text ends in a trigger's prefix)
 //   kHeader  a trigger or `{` seen: waits until the call's name and the start of its arguments are there
 //            (then the call begins) or until it is clear there is no call (then the trigger is content)
-//   kArgs    the arguments object, passed on as it comes (compacted) until it closes
+//   kArgs    the arguments object, passed on as it comes (compacted) until it closes; for the XML-like
+//            formats, the call's parameters, turned into that object as they come (XmlArgs, xml.h)
 //   kTail    the call's closing syntax, then back to kText (or kHeader for the next item of a list)
 #include <algorithm>
 #include <memory>
@@ -37,11 +38,15 @@ ToolCallIdGenerator RandomToolCallIds() {
 
 namespace internal {
 
-Scanner::Scanner(ToolFormat format, ToolCallIdGenerator ids)
+Scanner::Scanner(ToolFormat format, ToolCallIdGenerator ids, const std::vector<ToolSpec>* tools)
     : format_(format),
       ids_(ids ? std::move(ids) : RandomToolCallIds()),
       triggers_(TriggerTexts(format)),
-      bare_object_ok_(format == ToolFormat::kLlama3) {}
+      bare_object_ok_(format == ToolFormat::kLlama3) {
+  if (tools != nullptr && IsXmlFormat(format)) {
+    for (const ToolSpec& t : *tools) schemas_.emplace(t.name, t.parameters);
+  }
+}
 
 void Scanner::Push(std::string_view text, ToolDelta* out) {
   LLAMAY_CHECK(!finished_) << "ToolCallStream::Push after Finish";
@@ -67,7 +72,7 @@ void Scanner::Run(bool final, ToolDelta* out) {
         progress = StepHeader(final, out);
         break;
       case Mode::kArgs:
-        progress = StepArgs(out);
+        progress = form_ == Form::kXml ? StepXmlArgs(final, out) : StepArgs(out);
         break;
       case Mode::kTail:
         progress = StepTail(final, out);
@@ -129,7 +134,14 @@ bool Scanner::StepHeader(bool final, ToolDelta* out) {
   StartCall(h.name, out);
   form_ = h.form;
   pos_ += h.consumed;
-  if (h.args_done) {
+  if (h.form == Form::kXml) {
+    const auto schema = schemas_.find(h.name);
+    xml_args_ = XmlArgs(format_, schema != schemas_.end() ? &schema->second : nullptr);
+    std::string open;
+    xml_args_.Begin(&open);
+    EmitArgs(open, out);
+    mode_ = Mode::kArgs;
+  } else if (h.args_done) {
     EmitArgs(h.args, out);
     object_closed_ = true;
     mode_ = Mode::kTail;
@@ -153,21 +165,44 @@ bool Scanner::StepArgs(ToolDelta* out) {
   return done;
 }
 
+bool Scanner::StepXmlArgs(bool final, ToolDelta* out) {
+  std::string fragment;
+  const size_t consumed = xml_args_.Feed(std::string_view(buf_).substr(pos_), final, &fragment);
+  pos_ += consumed;
+  EmitArgs(fragment, out);
+  switch (xml_args_.end()) {
+    case XmlArgs::End::kNone:
+      return false;  // it took all it could
+    case XmlArgs::End::kFunction:
+      object_closed_ = true;
+      mode_ = Mode::kTail;
+      return true;
+    case XmlArgs::End::kCall:
+    case XmlArgs::End::kOther:
+      EndCall();
+      return true;
+  }
+  return false;
+}
+
 bool Scanner::StepTail(bool final, ToolDelta*) {
   const std::string_view view = std::string_view(buf_).substr(pos_);
   const Tail t = ParseTail(format_, form_, object_closed_, view.substr(0, kMaxPending),
                            final || view.size() >= kMaxPending);
   if (t.match == Match::kNeedMore) return false;
   pos_ += t.consumed;
-  held_after_call_ = true;
-  if (format_ == ToolFormat::kLlama3) bare_object_ok_ = true;
+  EndCall();
   if (t.next_list_item) {
     entry_ = Entry::kListItem;
     mode_ = Mode::kHeader;
-  } else {
-    mode_ = Mode::kText;
   }
   return true;
+}
+
+void Scanner::EndCall() {
+  held_after_call_ = true;
+  if (format_ == ToolFormat::kLlama3) bare_object_ok_ = true;
+  mode_ = Mode::kText;
 }
 
 void Scanner::EmitText(std::string_view text, ToolDelta* out) {
@@ -202,8 +237,8 @@ void Scanner::StartCall(const std::string& name, ToolDelta* out) {
 
 }  // namespace internal
 
-ToolCallStream::ToolCallStream(ToolFormat format, ToolCallIdGenerator ids)
-    : scanner_(std::make_unique<internal::Scanner>(format, std::move(ids))) {}
+ToolCallStream::ToolCallStream(ToolFormat format, ToolCallIdGenerator ids, const std::vector<ToolSpec>* tools)
+    : scanner_(std::make_unique<internal::Scanner>(format, std::move(ids), tools)) {}
 ToolCallStream::~ToolCallStream() = default;
 ToolCallStream::ToolCallStream(ToolCallStream&&) noexcept = default;
 ToolCallStream& ToolCallStream::operator=(ToolCallStream&&) noexcept = default;
@@ -222,8 +257,9 @@ ToolDelta ToolCallStream::Finish() {
 
 int ToolCallStream::num_calls() const { return scanner_->num_calls(); }
 
-ParsedAnswer ParseToolCalls(ToolFormat format, std::string_view text, ToolCallIdGenerator ids) {
-  internal::Scanner scanner(format, std::move(ids));
+ParsedAnswer ParseToolCalls(ToolFormat format, std::string_view text, ToolCallIdGenerator ids,
+                            const std::vector<ToolSpec>* tools) {
+  internal::Scanner scanner(format, std::move(ids), tools);
   ToolDelta delta;
   scanner.Push(text, &delta);
   scanner.Finish(&delta);

@@ -1,11 +1,13 @@
 // The GBNF of tool calls in each format (see toolcall.h). Each function's argument schema is embedded
 // under its own rule prefix ("fn<i>-", i its index in `tools`); the format's own rules are `root`,
-// `block` and `call`, and the JSON rules (value, object, string, ws, ...) come once at the end.
+// `block` and `call`, and the JSON rules (value, object, string, ws, ...) come once at the end. The
+// XML-like formats have their own (xml_grammar.cc).
 #include <string>
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "toolcall/toolcall.h"
+#include "toolcall/xml.h"
 
 namespace llamay::toolcall {
 namespace {
@@ -38,6 +40,9 @@ Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>&
     return InvalidArgumentError("tool_choice \"none\" has no tool-call grammar");
   }
   if (tools.empty()) return InvalidArgumentError("a tool-call grammar needs tools");
+  if (internal::IsXmlFormat(format)) {
+    return internal::XmlToolCallGbnf(format, tools, choice, parallel, answer_schema);
+  }
   const std::string args_key = format == ToolFormat::kLlama3 ? "\"parameters\":" : "\"arguments\":";
   std::string rules, alternatives;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -79,6 +84,9 @@ Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>&
       root += calls + " ::= " + Lit(format == ToolFormat::kMistral ? "[TOOL_CALLS]" : "<|tool_call|>") + " " +
              Lit("[") + " ws " + Repeated("call", Lit(",") + " ws", parallel) + " ws " + Lit("]") + "\n";
       break;
+    case ToolFormat::kQwen3Coder:
+    case ToolFormat::kGlm45:
+      break;  // XmlToolCallGbnf
   }
   return root + "call ::= " + Lit("{") + " ws " + Lit("\"name\":") + " ws (" + alternatives + " ) ws " +
          Lit("}") + "\n" + rules + grammar::JsonRulesGbnf();

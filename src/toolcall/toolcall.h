@@ -3,7 +3,7 @@
 //
 //   1. Request: ParseTools(body["tools"]), ParseToolChoice(body["tool_choice"], tools).
 //   2. Prompt: the format comes from DetectToolFormat(template source, vocabulary), once per model. If
-//      UseToolSystemPrompt(format, source), render MessagesWithToolPrompt(...) without `tools` (the tools
+//      UseToolSystemPrompt(format, template reads `tools`), render MessagesWithToolPrompt(...) without `tools` (the tools
 //      and the call syntax go into a system message, calls and results become text); otherwise render
 //      MessagesForToolTemplate(...) with `tools` (ToolsJson).
 //   3. Sampling: ToolCallGbnf(format, tools, choice, parallel). For tool_choice "required" or a named
@@ -21,6 +21,21 @@
 //            [TOOL_CALLS]f[ARGS]{...} is parsed too.
 //   kGranite (Granite 3.x): <|tool_call|>[{"name": "f", "arguments": {...}}, ...]
 //   kGeneric (templates that know nothing of tools): kHermes's syntax, taught by ToolSystemPrompt.
+//   kQwen3Coder (Qwen3-Coder, Qwen3.5/3.6, Nemotron Nano 3): XML-like, one block per call:
+//            <tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>
+//   kGlm45   (GLM-4.5/4.6/4.7): one block per call,
+//            <tool_call>f\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>
+//            (GLM-4.7 writes no newlines between the tags).
+//
+// In the two XML-like formats a parameter's value is raw text, not JSON; it is typed by the tool's schema
+// for that parameter (hence the `tools` that ParseToolCalls and ToolCallStream take): a plain string schema
+// (only strings, no format or pattern) takes the text as it is (kQwen3Coder: less one leading and one
+// trailing newline, which the templates write around it); other schemas take the text as JSON when it
+// parses as a value of a type the schema allows (so a string with a format may come quoted; Python's
+// True/False/None count, which kQwen3Coder's templates write for booleans and null); an unknown parameter
+// takes it as JSON when it parses as anything but a string; everything else is a string of the text.
+// `arguments` is then the object of the parameters in the order written, compact JSON. String values stream
+// as they come; other values when their closing tag arrives.
 //
 // Parsing is lenient where generation without a grammar may differ (whitespace, "arguments" or
 // "parameters", extra members, members in another order, a missing closing tag at the end) and never
@@ -28,7 +43,11 @@
 // arguments object has begun; from there it is a call even if the output is cut off inside the arguments
 // (finish_reason "length"), so that streaming never has to take back what it sent; a beginning still
 // undecided after 16 KiB is not a call. `arguments` is the arguments object's text as the model wrote it,
-// without the whitespace outside strings.
+// without the whitespace outside strings. In the XML-like formats a call is taken once its name is known
+// (`<function=f>`; kGlm45: the name and the first `<arg_key>` or `</tool_call>`); text in a call's body that
+// is not a parameter ends the arguments and stays content, and a cut-off call's arguments are closed into
+// valid JSON (a cut-off value is taken as it stands); a <tool_call> block with kHermes's JSON in it is a call
+// there too.
 //
 // Thread-safety: pure functions; a ToolCallStream belongs to one request.
 #ifndef LLAMAY_TOOLCALL_TOOLCALL_H_
@@ -46,24 +65,23 @@
 
 namespace llamay::toolcall {
 
-enum class ToolFormat { kHermes, kLlama3, kMistral, kGranite, kGeneric };
+enum class ToolFormat { kHermes, kLlama3, kMistral, kGranite, kGeneric, kQwen3Coder, kGlm45 };
 
-// "hermes", "llama3", "mistral", "granite", "generic".
+// "hermes", "llama3", "mistral", "granite", "generic", "qwen3_coder", "glm45".
 std::string_view ToolFormatName(ToolFormat format);
 
 // The format a model uses, from its chat template's source and its vocabulary's special tokens: the
-// template's markers first (<tool_call>; [TOOL_CALLS] or [AVAILABLE_TOOLS]; <|tool_call|>; <|python_tag|>
-// or the ipython role), then the vocabulary's (the tokens <tool_call>, [TOOL_CALLS], <|tool_call|>,
-// <|python_tag|>); kGeneric when neither tells.
+// template's markers first, the more specific before <tool_call>, which all three of kQwen3Coder, kGlm45
+// and kHermes templates contain (<arg_key>; <tool_call> with <function= or <parameter=; <tool_call>;
+// [TOOL_CALLS] or [AVAILABLE_TOOLS]; <|tool_call|>; <|python_tag|> or the ipython role), then the
+// vocabulary's (the tokens <arg_key>, <tool_call>, [TOOL_CALLS], <|tool_call|>, <|python_tag|>); kGeneric
+// when neither tells.
 ToolFormat DetectToolFormat(std::string_view chat_template_source,
                             const std::function<bool(std::string_view)>& vocab_has_token);
 
-// Whether the template reads the `tools` variable (in its {{ }} or {% %} code, not in text or strings).
-bool TemplateRendersTools(std::string_view chat_template_source);
-
 // Whether the server should describe the tools itself (MessagesWithToolPrompt) instead of passing them to
-// the template: for kGeneric, and for templates that do not render tools.
-bool UseToolSystemPrompt(ToolFormat format, std::string_view chat_template_source);
+// the template: for kGeneric, and for templates that do not read `tools` (chat::TemplateReadsVariable).
+bool UseToolSystemPrompt(ToolFormat format, bool template_reads_tools);
 
 // ---- Requests -------------------------------------------------------------------------------------------
 
@@ -106,12 +124,15 @@ nlohmann::ordered_json ToolsJson(const std::vector<ToolSpec>& tools);
 std::string ToolSystemPrompt(ToolFormat format, const std::vector<ToolSpec>& tools);
 
 // Calls in `format`'s syntax, as the model would write them (for assistant messages rendered as text).
-// Each call is {"name": ..., "arguments": JSON text}; arguments that do not parse are written as a string.
+// Each call is {"name": ..., "arguments": JSON text}; arguments that do not parse are written as a string
+// (in the XML-like formats, arguments that are not an object are written as they are, in the call's body;
+// string values raw, other values as JSON).
 std::string FormatToolCalls(ToolFormat format, const nlohmann::ordered_json& calls);
 
 // `messages` for a template that renders tools: each assistant tool_calls[].function.arguments that is a
 // JSON string of an object becomes that object (templates iterate it; OpenAI sends a string), other
-// strings stay; for kMistral, call ids (tool_calls[].id, tool_call_id) that are not 9 letters or digits
+// strings stay (for the XML-like formats, whose templates iterate the arguments, null and a blank string
+// become {}); for kMistral, call ids (tool_calls[].id, tool_call_id) that are not 9 letters or digits
 // are mapped to 9 (Mistral templates refuse others), the same id always to the same 9.
 nlohmann::ordered_json MessagesForToolTemplate(ToolFormat format, const nlohmann::ordered_json& messages);
 
@@ -132,6 +153,18 @@ nlohmann::ordered_json MessagesWithToolPrompt(ToolFormat format, const nlohmann:
 // `parallel`), then ends. Everything it accepts parses with ParseToolCalls into calls whose arguments
 // validate against their schemas. InvalidArgument for tool_choice "none", no tools, an unknown named
 // function, or a schema grammar/json_schema.h refuses.
+//
+// In the XML-like formats the grammar writes the template's layout; the parameters come in the schema's
+// order, the required ones always and the optional ones or not (others never). A value is constrained by
+// its schema: plain strings are any text without the closing tag (with minLength/maxLength: that many
+// characters other than '<'), string enums and consts their texts, booleans true/false (kQwen3Coder: and
+// True/False, as its templates write them), other schemas (numbers, objects, arrays, strings with a format
+// or pattern, unions) their JSON by grammar/json_schema.h (a string then in quotes, which the parser takes
+// off for such a schema). One thing it cannot exclude: a JSON string
+// inside an object or array value that contains the closing tag itself would end the value early.
+// InvalidArgument too for a parameter name the syntax cannot carry (kQwen3Coder: with '<', '>' or control
+// characters; kGlm45: with '<', control characters or surrounding spaces), and for a string enum none of
+// whose values can be written.
 //
 // `answer_schema` (tool_choice "auto" with a response format, as agent frameworks send for an agent with
 // both tools and a typed output): the answer is then either the tool calls or a JSON value that validates
@@ -173,8 +206,11 @@ using ToolCallIdGenerator = std::function<std::string()>;
 ToolCallIdGenerator RandomToolCallIds(uint64_t seed);
 ToolCallIdGenerator RandomToolCallIds();
 
-// The calls in a complete answer. `ids` defaults to RandomToolCallIds().
-ParsedAnswer ParseToolCalls(ToolFormat format, std::string_view text, ToolCallIdGenerator ids = nullptr);
+// The calls in a complete answer. `ids` defaults to RandomToolCallIds(). `tools` (only read during the call)
+// types the parameter values of the XML-like formats; without it, or for a function or parameter it does
+// not have, a value is typed as an unknown parameter's (see the top). The JSON formats ignore it.
+ParsedAnswer ParseToolCalls(ToolFormat format, std::string_view text, ToolCallIdGenerator ids = nullptr,
+                            const std::vector<ToolSpec>* tools = nullptr);
 
 // One streamed piece of a call, as OpenAI streams tool_calls: the first delta of a call carries its index,
 // id and name (arguments empty); later ones carry the index and a fragment of the arguments text.
@@ -199,10 +235,13 @@ class Scanner;
 // become a call (a prefix of a trigger, a call's beginning, whitespace next to a call) is held back until
 // it is clear. For any way of splitting a text into pushes, the content of all deltas concatenated equals
 // ParseToolCalls's content, the calls (index, id, name, arguments fragments concatenated) equal its calls
-// (with ids from equal generators), and each call's arguments arrive as the model writes them.
+// (with ids from equal generators and the same tools), and each call's arguments arrive as the model
+// writes them.
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolFormat format, ToolCallIdGenerator ids = nullptr);
+  // `tools` as for ParseToolCalls; the stream keeps a copy of what it needs from it.
+  explicit ToolCallStream(ToolFormat format, ToolCallIdGenerator ids = nullptr,
+                          const std::vector<ToolSpec>* tools = nullptr);
   ~ToolCallStream();
   ToolCallStream(ToolCallStream&&) noexcept;
   ToolCallStream& operator=(ToolCallStream&&) noexcept;

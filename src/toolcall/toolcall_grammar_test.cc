@@ -67,6 +67,9 @@ std::string Render(ToolFormat f, const std::vector<Call>& calls) {
       case ToolFormat::kGranite:
         out.append(i ? ", " : "").append(obj);
         break;
+      case ToolFormat::kQwen3Coder:
+      case ToolFormat::kGlm45:
+        break;  // toolcall_xml_test.cc
     }
   }
   if (f == ToolFormat::kMistral) return "[TOOL_CALLS][" + out + "]";

@@ -78,6 +78,9 @@ std::string RandomCall(ToolFormat format, std::mt19937& rng, bool first_in_list)
       return first_in_list ? "[TOOL_CALLS][" + obj + "]" : "[TOOL_CALLS][" + obj + ", " + obj + "]";
     case ToolFormat::kGranite:
       return first_in_list ? "<|tool_call|>[" + obj + "]" : "<|tool_call|>[" + obj + ",\n" + obj + "]";
+    case ToolFormat::kQwen3Coder:
+    case ToolFormat::kGlm45:
+      break;  // toolcall_xml_test.cc
   }
   return "";
 }

@@ -75,20 +75,10 @@ TEST(ToolFormat, NamesAndTriggers) {
   EXPECT_EQ(ToolCallTriggers(ToolFormat::kLlama3).size(), 2u);
 }
 
-TEST(TemplateRendersTools, OnlyCodeThatReadsTheVariable) {
-  EXPECT_TRUE(TemplateRendersTools(kQwenStyle));
-  EXPECT_TRUE(TemplateRendersTools(kLlamaStyle));
-  EXPECT_TRUE(TemplateRendersTools(kMistralStyle));
-  EXPECT_TRUE(TemplateRendersTools(kGraniteStyle));
-  EXPECT_TRUE(TemplateRendersTools("{{ tools|length }}"));
-  EXPECT_FALSE(TemplateRendersTools(kChatMl));
-  EXPECT_FALSE(TemplateRendersTools("You have tools. {{ messages[0].content }}"));  // text, not code
-  EXPECT_FALSE(TemplateRendersTools("{{ 'tools' }}{{ \"use tools\" }}"));           // strings
-  EXPECT_FALSE(TemplateRendersTools("{{ message.tools }}{% set tools_x = 1 %}"));   // attribute, other name
-  EXPECT_FALSE(TemplateRendersTools("{# tools #}"));                                // comment
-  EXPECT_TRUE(UseToolSystemPrompt(ToolFormat::kGeneric, kQwenStyle));
-  EXPECT_TRUE(UseToolSystemPrompt(ToolFormat::kHermes, kChatMl));
-  EXPECT_FALSE(UseToolSystemPrompt(ToolFormat::kHermes, kQwenStyle));
+TEST(UseToolSystemPrompt, ForGenericAndTemplatesThatDoNotReadTools) {
+  EXPECT_TRUE(UseToolSystemPrompt(ToolFormat::kGeneric, true));
+  EXPECT_TRUE(UseToolSystemPrompt(ToolFormat::kHermes, false));
+  EXPECT_FALSE(UseToolSystemPrompt(ToolFormat::kHermes, true));
 }
 
 // The error message of ParseTools for `tools` (JSON text); "" when it succeeds.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "base/file.h"
 #include "ctx_commands.h"
 #include "format.h"
 #include "kernels/cpu.h"
@@ -37,6 +38,8 @@ struct ServeOptions {
   size_t max_active = 16;
   size_t max_queue = 256;
   double drain_seconds = 5;
+  std::string chat_template_file;  // a template instead of the model's
+  int reasoning_budget = -1;
 };
 
 // Waits in its own thread for a second SIGINT/SIGTERM during the shutdown and exits at once.
@@ -88,6 +91,12 @@ int RunServe(const ServeOptions& o) {
   so.port = o.port;
   so.api_key = o.api_key;
   so.max_body_bytes = o.max_body_mib << 20;
+  so.reasoning_budget = o.reasoning_budget;
+  if (!o.chat_template_file.empty()) {
+    auto bytes = ReadFile(o.chat_template_file);
+    if (!bytes.ok()) return Fail(bytes.status().WithContext("--chat-template-file"), kExitBadInput);
+    so.chat_template.assign(bytes->begin(), bytes->end());
+  }
   server::Server srv(engine->get(), so);
   if (!o.state_dir.empty()) {
     std::vector<std::string> warnings;
@@ -151,6 +160,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   s->add_option("--page-tokens", o->page_tokens, "KV positions per page")->capture_default_str();
   s->add_option("--kv-precision", o->kv_precision, "KV precision: f32, f16, q8_0")->capture_default_str();
   s->add_option("--state-dir", o->state_dir, "Save held contexts here on shutdown and restore them on start");
+  s->add_option("--chat-template-file", o->chat_template_file,
+                "A Jinja chat template to use instead of the model's (e.g. one of its family's published templates)");
+  s->add_option("--reasoning-budget", o->reasoning_budget,
+                "Reasoning tokens a request of a thinking model may spend when it does not say (-1: no limit); "
+                "then the close marker is forced")
+      ->check(CLI::Range(-1, 1 << 20));
   s->add_option("-c,--ctx-size", o->ctx_size,
                 "Positions a context may hold, prompt and output together (0: the model's trained context); "
                 "a longer request gets 400 context_length_exceeded")
