@@ -4,7 +4,8 @@
 # instances). An agent's session, created through the balancer, runs 6 turns, each on the other instance
 # from the one before; its output (text and logprobs, temperature 0) must equal the same session's on a
 # single instance. Then each instance is stopped in turn (SIGTERM) and the session continues on the other;
-# and an instance killed with SIGKILL right after a turn loses nothing: the store holds that turn.
+# and an instance killed with SIGKILL right after a turn loses nothing: the store holds that turn. A stored
+# response made on one instance continues on another.
 # Skipped (77) when haproxy is not installed. Run by run.sh (ctest -L e2e); the servers are started here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -96,4 +97,18 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER_URL/v1/completions" -H 'C
 code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER_URL/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt":"x","max_tokens":1,"llamay_session":"../../etc/passwd"}')
 [ "$code" = 404 ] && pass "a session id with a path in it is 404" || fail "path session id: $code"
+# A stored response (the Responses API) is a session like the others: made on c, continued on a new
+# instance d through the store, with the earlier turns read from the context rather than prefilled.
+C_URL=$SERVER_URL
+first=$(curl -fsS --max-time 60 "$C_URL/v1/responses" -H 'Content-Type: application/json' \
+  -d '{"instructions":"You are an agent that fixes failing tests in a C project.","input":"parser.c fails","max_output_tokens":4,"temperature":0}')
+rid=$(echo "$first" | jq -r .id)
+start_server d --store "$STORE" --share-sessions
+next=$(curl -fsS --max-time 60 "$SERVER_URL/v1/responses" -H 'Content-Type: application/json' \
+  -d "{\"previous_response_id\":\"$rid\",\"input\":\"and lexer.c?\",\"max_output_tokens\":4,\"temperature\":0}")
+cached=$(echo "$next" | jq '.usage.input_tokens_details.cached_tokens')
+prompt=$(echo "$first" | jq '.usage.input_tokens')
+[ "$(echo "$next" | jq -r .previous_response_id)" = "$rid" ] && [ "$cached" -ge "$prompt" ] &&
+  pass "a stored response made on one instance continues on another (cached $cached >= $prompt)" ||
+  fail "stored response across instances: $next"
 [ "$fails" -eq 0 ] || exit 1
