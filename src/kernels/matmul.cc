@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/check.h"
 #include "kernels/dequant.h"
@@ -42,31 +43,70 @@ void PreparedActivations::Prepare(ThreadPool* pool, ActFormat format, const floa
   }
 }
 
-void MatMul(ThreadPool* pool, const WeightMatrix& w, const PreparedActivations& x, float* y, Isa isa) {
-  LLAMAY_CHECK(MatMulSupports(w.type)) << "no matmul for weight type " << TensorTypeName(w.type);
-  LLAMAY_CHECK(x.format() == ActivationFormat(w.type)) << "activations prepared for another format";
-  LLAMAY_CHECK(x.n_in() == w.n_in) << "n_in mismatch: activations " << x.n_in() << ", weights " << w.n_in;
-  const int64_t n_tokens = x.n_tokens(), n_out = w.n_out;
-  if (n_tokens == 0 || n_out == 0) return;
-  const size_t w_stride = w.row_stride != 0 ? w.row_stride : TypeRowBytes(w.type, w.n_in);
-  const TileFn tile = GetTileFn(w.type, isa, w.n_in);
+void PreparedActivations::Gather(const PreparedActivations& src, std::span<const int32_t> rows) {
+  LLAMAY_CHECK(&src != this) << "gather into its own source";
+  format_ = src.format_;
+  n_in_ = src.n_in_;
+  row_bytes_ = src.row_bytes_;
+  n_tokens_ = static_cast<int64_t>(rows.size());
+  buf_.resize(row_bytes_ * rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    LLAMAY_CHECK(rows[i] >= 0 && rows[i] < src.n_tokens_) << "gather: row " << rows[i] << " of " << src.n_tokens_;
+    std::memcpy(buf_.data() + i * row_bytes_, src.row(rows[i]), row_bytes_);
+  }
+}
+
+void MatMulBatch(ThreadPool* pool, std::span<const Product> products, Isa isa) {
+  // Per product: its row tasks, numbered after the previous products' (task_begin).
+  struct Plan {
+    TileFn tile;
+    size_t w_stride;
+    int64_t rows_per_task;
+    int64_t n_tokens;
+  };
   const int n_threads = pool != nullptr ? pool->num_threads() : 1;
-  const int64_t rows_per_task = RowsPerTask(n_out, n_tokens, n_threads);
-  const auto* wbase = static_cast<const uint8_t*>(w.data);
+  std::vector<Plan> plans(products.size());
+  std::vector<int64_t> task_begin(products.size() + 1, 0);
+  for (size_t i = 0; i < products.size(); ++i) {
+    const Product& p = products[i];
+    LLAMAY_CHECK(MatMulSupports(p.w.type)) << "no matmul for weight type " << TensorTypeName(p.w.type);
+    LLAMAY_CHECK(p.x->format() == ActivationFormat(p.w.type)) << "activations prepared for another format";
+    LLAMAY_CHECK(p.x->n_in() == p.w.n_in) << "n_in mismatch: activations " << p.x->n_in() << ", weights " << p.w.n_in;
+    const int64_t n_tokens = p.n_rows < 0 ? p.x->n_tokens() - p.row0 : p.n_rows;
+    LLAMAY_CHECK(p.row0 >= 0 && n_tokens >= 0 && p.row0 + n_tokens <= p.x->n_tokens())
+        << "rows [" << p.row0 << ", +" << n_tokens << ") of " << p.x->n_tokens();
+    int64_t n_tasks = 0;
+    if (n_tokens > 0 && p.w.n_out > 0) {
+      plans[i] = {GetTileFn(p.w.type, isa, p.w.n_in), p.w.row_stride != 0 ? p.w.row_stride : TypeRowBytes(p.w.type, p.w.n_in),
+                  RowsPerTask(p.w.n_out, n_tokens, n_threads), n_tokens};
+      n_tasks = CeilDiv(p.w.n_out, plans[i].rows_per_task);
+    }
+    task_begin[i + 1] = task_begin[i] + n_tasks;
+  }
   auto run_task = [&](int64_t task, int) {
-    const int64_t r0 = task * rows_per_task;
-    const int64_t rows = std::min(rows_per_task, n_out - r0);
+    const size_t i = static_cast<size_t>(std::upper_bound(task_begin.begin(), task_begin.end(), task) - task_begin.begin()) - 1;
+    const Product& p = products[i];
+    const Plan& plan = plans[i];
+    const int64_t n_tokens = plan.n_tokens, n_out = p.w.n_out;
+    const int64_t r0 = (task - task_begin[i]) * plan.rows_per_task;
+    const int64_t rows = std::min(plan.rows_per_task, n_out - r0);
+    const auto* wbase = static_cast<const uint8_t*>(p.w.data);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-      tile(wbase + r0 * w_stride, w_stride, rows, x.row(t0), x.row_bytes(),
-           std::min(kTokenTile, n_tokens - t0), w.n_in, y + t0 * n_out + r0, static_cast<size_t>(n_out));
+      plan.tile(wbase + r0 * plan.w_stride, plan.w_stride, rows, p.x->row(p.row0 + t0), p.x->row_bytes(),
+                std::min(kTokenTile, n_tokens - t0), p.w.n_in, p.y + t0 * n_out + r0, static_cast<size_t>(n_out));
     }
   };
-  const int64_t n_tasks = CeilDiv(n_out, rows_per_task);
-  if (pool != nullptr) {
+  const int64_t n_tasks = task_begin.back();
+  if (pool != nullptr && n_tasks > 1) {
     pool->ParallelFor(n_tasks, run_task);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);
   }
+}
+
+void MatMul(ThreadPool* pool, const WeightMatrix& w, const PreparedActivations& x, float* y, Isa isa) {
+  const Product p{w, &x, y};
+  MatMulBatch(pool, std::span(&p, 1), isa);
 }
 
 void MatMul(ThreadPool* pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/tensor_type.h"
@@ -40,6 +41,11 @@ class PreparedActivations {
   // x: [n_tokens][n_in]. pool may be null (single-threaded).
   void Prepare(ThreadPool* pool, ActFormat format, const float* x, int64_t n_tokens, int64_t n_in);
 
+  // The rows `rows` of `src`, in that order (the prepared rows of the tokens routed to one expert): their
+  // bytes are src's, so a product over them gives each row exactly what it gives in src.
+  // REQUIRES: every index in [0, src.n_tokens()); src is not *this.
+  void Gather(const PreparedActivations& src, std::span<const int32_t> rows);
+
   ActFormat format() const { return format_; }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n_in() const { return n_in_; }
@@ -58,6 +64,19 @@ class PreparedActivations {
 // x.n_in() == w.n_in. pool may be null.
 void MatMul(ThreadPool* pool, const WeightMatrix& w, const PreparedActivations& x, float* y,
             Isa isa = DetectIsa());
+
+// Several independent products y = x W^T (the experts of a layer: each its slab and its tokens' rows) in
+// one parallel loop over (product, row block) tasks, so that the threads share the work of all of them
+// instead of meeting at a barrier after each small one. Each y is what MatMul gives for its product.
+struct Product {
+  WeightMatrix w;
+  const PreparedActivations* x = nullptr;
+  float* y = nullptr;  // [n_rows][w.n_out]
+  // The rows of x multiplied: [row0, row0 + n_rows); n_rows < 0: all of them.
+  int64_t row0 = 0;
+  int64_t n_rows = -1;
+};
+void MatMulBatch(ThreadPool* pool, std::span<const Product> products, Isa isa = DetectIsa());
 
 // Prepares x [n_tokens][w.n_in] into *scratch, then multiplies. y: [n_tokens][w.n_out].
 void MatMul(ThreadPool* pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,

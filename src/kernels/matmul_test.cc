@@ -277,5 +277,43 @@ TEST(MatMul, RowStride) {
   EXPECT_TRUE(SameBits(y, RunMatMul(p, nullptr, DetectIsa(), 0, 2)));
 }
 
+// Experts: rows gathered from a prepared batch, multiplied by several matrices in one batched call over
+// row ranges, give each row exactly what the whole batch gives it, for any thread count.
+TEST(MatMul, GatheredRowsInABatchOfProductsGiveEachRowItsBits) {
+  std::mt19937 rng(15);
+  for (TensorType t : kAllTypes) {
+    SCOPED_TRACE(TensorTypeName(t));
+    const int64_t T = 23;
+    std::vector<Problem> experts;
+    for (int64_t n_out : {40, 17, 64}) experts.push_back(MakeProblem(rng, t, n_out, T));
+    for (Problem& e : experts) e.x = experts[0].x;  // one input, as a layer's experts share it
+    const std::vector<int32_t> rows = {3, 0, 22, 7, 7, 11, 5, 19, 1, 2, 20};  // a token may repeat
+    const int64_t cut[] = {0, 4, 4, 11};  // expert e takes rows [cut[e], cut[e + 1]); expert 1 takes none
+    PreparedActivations all, grouped;
+    all.Prepare(nullptr, ActivationFormat(t), experts[0].x.data(), T, experts[0].n_in);
+    grouped.Gather(all, rows);
+    ASSERT_EQ(grouped.n_tokens(), static_cast<int64_t>(rows.size()));
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> y(3);
+      std::vector<Product> products;
+      for (size_t e = 0; e < 3; ++e) {
+        y[e].assign(static_cast<size_t>((cut[e + 1] - cut[e]) * experts[e].n_out), -1.0f);
+        products.push_back({experts[e].matrix(), &grouped, y[e].data(), cut[e], cut[e + 1] - cut[e]});
+      }
+      MatMulBatch(&pool, products);
+      for (size_t e = 0; e < 3; ++e) {
+        const std::vector<float> full = RunMatMul(experts[e], nullptr, DetectIsa(), 0, T);
+        for (int64_t i = cut[e]; i < cut[e + 1]; ++i) {
+          const float* want = &full[static_cast<size_t>(rows[static_cast<size_t>(i)] * experts[e].n_out)];
+          const float* got = &y[e][static_cast<size_t>((i - cut[e]) * experts[e].n_out)];
+          EXPECT_EQ(std::memcmp(want, got, static_cast<size_t>(experts[e].n_out) * 4), 0)
+              << "expert " << e << ", row " << i << ", " << threads << " threads";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llamay::kernels

@@ -2,7 +2,8 @@
 //
 // Model::Forward (model.cc) reads as the block diagram:
 //   embeddings -> for each layer: norm, mixer (AttentionBlock | Mamba2Block | DeltaNetBlock), [post norm],
-//                                 residual, [norm, FfnBlock, [post norm], residual] -> output norm -> logits
+//                                 residual, [norm, FfnBlock | MoeBlock, [post norm], residual]
+//   -> output norm -> logits
 //   -> (after a successful step, a model with sliding-window layers) Context::TrimWindows for each sequence
 // (post norms: HParams::post_norms, gemma3.)
 // Every block maps a normalised input xn [T][n_embd] (T: the tokens of the whole batch, sequence after
@@ -143,6 +144,35 @@ class FfnBlock {
  private:
   Step& step_;
   std::vector<float> gate_, up_, act_;  // [T][n_ff]
+};
+
+// The mixture-of-experts FFN (MoeParams): router logits, gating and the top k per token (Route), then the
+// step's (token, slot) pairs grouped by expert: every used expert's gate and up products over its tokens'
+// rows run in one parallel loop (kernels::MatMulBatch, threads split across (expert, row block)), SwiGLU,
+// the down products likewise, and each token's weighted sum over its k experts in slot order.
+// Determinism: the input is quantised once per token and its rows only copied into expert order; the
+// kernels give a row the same bits whatever rows it is multiplied with; routing and the sum are per token.
+// So a token's output does not depend on the batch, the thread count or how a prompt was split.
+class MoeBlock {
+ public:
+  explicit MoeBlock(Step& step);
+  void Run(uint32_t layer, const float* xn, float* out);  // xn, out: [T][n_embd]
+
+ private:
+  // One token: probs [X] (scratch), chosen [k] expert ids, weights [k].
+  void Route(const float* logits, float* probs, int32_t* chosen, float* weights) const;
+
+  Step& step_;
+  std::vector<float> logits_, probs_;  // [T][X]
+  std::vector<int32_t> chosen_;        // [T][k]
+  std::vector<float> weights_;         // [T][k]
+  std::vector<int64_t> slot_row_;      // [T][k]: the grouped row of each (token, slot)
+  std::vector<int32_t> rows_;          // [T*k]: the token of each grouped row, expert after expert
+  std::vector<int64_t> expert_begin_;  // [X + 1]: expert e's grouped rows start at expert_begin_[e]
+  kernels::PreparedActivations x_all_, x_gate_, x_up_, act_prep_;
+  std::vector<kernels::Product> products_;
+  std::vector<float> gate_, up_, act_;  // [T*k][n_ff_expert], grouped
+  std::vector<float> down_;             // [T*k][n_embd], grouped
 };
 
 }  // namespace llamay::model::internal

@@ -161,7 +161,41 @@ Status ReadQwen35Layers(const gguf::File& f, const std::string& a, HParams* hp,
   return Status::Ok();
 }
 
+// The mixture of experts of a kMoe layer (llama.cpp's keys and, per architecture, its fixed choices).
+Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
+  MoeParams& m = hp->moe;
+  LLAMAY_ASSIGN_OR_RETURN(m.n_expert, GetU32(f, a + "expert_count", 1, 4096));
+  LLAMAY_ASSIGN_OR_RETURN(m.n_expert_used, GetU32(f, a + "expert_used_count", 1, std::min(m.n_expert, kMaxExpertsUsed)));
+  LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + "expert_feed_forward_length", 1, 1 << 20));
+  if (f.Has(a + "expert_shared_feed_forward_length")) {
+    LLAMAY_ASSIGN_OR_RETURN(m.n_ff_shared, GetU32(f, a + "expert_shared_feed_forward_length", 0, 1 << 20));
+    // MoeBlock does not compute a shared expert yet: refused by name rather than silently left out.
+    if (m.n_ff_shared != 0)
+      return UnimplementedError("model: " + a + "expert_shared_feed_forward_length: shared experts are not supported yet");
+  }
+  if (f.Has(a + "leading_dense_block_count")) {
+    LLAMAY_ASSIGN_OR_RETURN(m.n_dense_lead, GetU32(f, a + "leading_dense_block_count", 0, hp->n_layer));
+  }
+  m.weights_scale = static_cast<float>(f.GetFloatOr(a + "expert_weights_scale", 1.0));
+  if (!(m.weights_scale > 0.0f)) return InvalidArgumentError("model: " + a + "expert_weights_scale must be positive");
+  switch (hp->arch) {
+    case Arch::kQwen3Moe:
+      m.gating = MoeGating::kSoftmax;
+      m.norm_topk = true;
+      break;
+    default:
+      break;
+  }
+  m.norm_topk = f.GetBoolOr(a + "expert_weights_norm", m.norm_topk);
+  for (uint32_t l = 0; l < hp->n_layer; ++l) hp->ffns[l] = l < m.n_dense_lead ? FfnKind::kDense : FfnKind::kMoe;
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool HParams::has_moe() const { return std::find(ffns.begin(), ffns.end(), FfnKind::kMoe) != ffns.end(); }
+
+bool HParams::has_dense_ffn() const { return std::find(ffns.begin(), ffns.end(), FfnKind::kDense) != ffns.end(); }
 
 bool HParams::has_recurrent() const {
   return std::any_of(mixers.begin(), mixers.end(), [](MixerKind m) { return m != MixerKind::kAttention; });
@@ -185,9 +219,12 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.arch = Arch::kQwen3;
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
+  } else if (hp.arch_name == "qwen3moe") {
+    hp.arch = Arch::kQwen3Moe;
+    hp.rope_type = RopeType::kNeox;
+    hp.qk_norm = true;
   } else if (hp.arch_name == "mamba2") {
     hp.arch = Arch::kMamba2;
-    hp.has_ffn = false;
   } else if (hp.arch_name == "granitehybrid") {
     hp.arch = Arch::kGraniteHybrid;
     hp.rope_type = RopeType::kNorm;
@@ -206,14 +243,16 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else {
     return UnimplementedError(
         "model: architecture '" + hp.arch_name +
-        "' is not supported (supported: llama, qwen2, qwen3, mamba2, granitehybrid, qwen35, gemma3)");
+        "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
   LLAMAY_ASSIGN_OR_RETURN(hp.n_layer, GetU32(f, a + "block_count", 1, 4096));
   hp.n_ctx_train = static_cast<uint32_t>(f.GetIntOr(a + "context_length", 2048));
   hp.rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  if (hp.has_ffn) {
+  hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
+  if (hp.arch == Arch::kQwen3Moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
+  if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
   }
   // Which layers are attention: all of them (llama family), none (mamba2), or those with kv heads (granite).

@@ -3,6 +3,8 @@
 // Supported architectures:
 //   - llama (Llama 2/3, Mistral, TinyLlama, SmolLM: rope NORM), qwen2 (qkv bias, rope NEOX), qwen3 (per-head
 //     q/k RMS norm, rope NEOX): every layer is attention + SwiGLU FFN;
+//   - qwen3moe (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): qwen3's attention, a mixture of experts in every layer
+//     (softmax gating, top k renormalised, no shared expert);
 //   - mamba2: every layer is a Mamba-2 mixer, no FFN;
 //   - granitehybrid (Granite 4.0-H): per layer a Mamba-2 mixer or GQA attention (head_count_kv is an array
 //     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings;
@@ -15,8 +17,9 @@
 //     sqrt(n_embd).
 // An unknown architecture is an Unimplemented error naming it.
 //
-// A layer is a mixer (attention, Mamba-2 or gated delta net) and an optional FFN (HParams::mixers,
-// HParams::has_ffn); the forward pass is built from that description (model.cc).
+// A layer is a mixer (attention, Mamba-2 or gated delta net) and an optional FFN, dense or a mixture of
+// experts (HParams::mixers, HParams::ffns, MoeParams); mixers and FFNs combine freely, and the forward pass
+// is built from that description (model.cc).
 // Thread-safety: value types.
 #ifndef LLAMAY_MODEL_HPARAMS_H_
 #define LLAMAY_MODEL_HPARAMS_H_
@@ -31,11 +34,18 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU, gemma).
 enum class FfnActivation : uint8_t { kSwiGlu, kGeGlu };
+// What follows a layer's mixer: nothing (mamba2), a dense gated FFN, or a mixture of experts.
+enum class FfnKind : uint8_t { kNone, kDense, kMoe };
+// How the router's logits become expert weights (llama.cpp's expert gating functions):
+//   kSoftmax: softmax over all experts, then the top k of those probabilities (qwen2moe, qwen3moe, olmoe);
+//   kSigmoid: sigmoid of each logit, then the top k (deepseek3-style routers);
+//   kSoftmaxTopK: the top k logits, then a softmax over only those (gpt-oss).
+enum class MoeGating : uint8_t { kSoftmax, kSigmoid, kSoftmaxTopK };
 // What mixes information across positions in a layer.
 // kGatedDeltaNet: Qwen3.5's linear attention (delta_net_block.cc).
 enum class MixerKind : uint8_t { kAttention, kMamba2, kGatedDeltaNet };
@@ -67,6 +77,27 @@ struct SsmParams {
   uint64_t legacy_state_bytes() const { return 4 * (conv_state_floats() + uint64_t{d_inner} * d_state); }
 };
 
+// A mixture-of-experts FFN ({arch}.expert_* keys). Per token: router logits l = ffn_gate_inp x (+ bias);
+// gating gives probabilities p; the k experts with the largest p (+ the selection bias, if any) are chosen,
+// ties to the lower index; their weights w are p of the chosen (renormalised to sum 1 when norm_topk,
+// times weights_scale when it is not 1); each chosen expert computes down(act(gate x) * up x) from its own
+// slab; out = the sum of w_j * expert_j(x) over the chosen, in slot order (largest p first), then + the
+// shared expert (times sigmoid(ffn_gate_inp_shexp x) when gated).
+inline constexpr uint32_t kMaxExpertsUsed = 64;  // the largest k accepted
+
+struct MoeParams {
+  uint32_t n_expert = 0;       // expert_count
+  uint32_t n_expert_used = 0;  // k: expert_used_count
+  uint32_t n_ff_expert = 0;    // each expert's FFN width: expert_feed_forward_length
+  MoeGating gating = MoeGating::kSoftmax;
+  bool norm_topk = false;       // renormalise the chosen weights to sum 1
+  float weights_scale = 1.0f;   // expert_weights_scale
+  uint32_t n_ff_shared = 0;     // the shared expert's width (expert_shared_feed_forward_length); 0: none
+                                // (not computed yet: ReadHParams refuses a file that declares one)
+  bool shared_gated = false;    // the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp x)
+  uint32_t n_dense_lead = 0;    // leading_dense_block_count: the first layers have a dense FFN instead
+};
+
 struct HParams {
   Arch arch = Arch::kLlama;
   std::string arch_name;
@@ -77,7 +108,7 @@ struct HParams {
   uint32_t n_head = 0;
   uint32_t n_head_kv = 0;
   uint32_t head_dim = 0;  // key/value length per head
-  uint32_t n_ff = 0;      // 0 when no layer has an FFN
+  uint32_t n_ff = 0;      // the dense FFN's width; 0 when no layer has a dense FFN
   uint32_t n_ctx_train = 0;
   uint32_t n_rot = 0;  // rotated dims per head (== head_dim unless partial)
   float rms_eps = 1e-5f;
@@ -90,7 +121,8 @@ struct HParams {
   bool attn_output_gate = false;  // qwen35: attn_q rows [q_h, gate_h] per head; output *= sigmoid(gate)
 
   std::vector<MixerKind> mixers;  // [n_layer]
-  bool has_ffn = true;            // a SwiGLU FFN after the mixer of every layer
+  std::vector<FfnKind> ffns;      // [n_layer]: what follows each mixer
+  MoeParams moe;                  // when any layer's FFN is kMoe
   SsmParams ssm;                  // when any mixer is recurrent (kMamba2 or kGatedDeltaNet)
   FfnActivation ffn_act = FfnActivation::kSwiGlu;
   bool post_norms = false;  // gemma3: mixer and FFN outputs RMS-normed (post_attention_norm, post_ffw_norm)
@@ -112,6 +144,9 @@ struct HParams {
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
   bool is_recurrent(uint32_t layer) const { return mixers[layer] != MixerKind::kAttention; }
   uint32_t window(uint32_t layer) const { return windows.empty() ? 0 : windows[layer]; }
+  bool has_ffn(uint32_t layer) const { return ffns[layer] != FfnKind::kNone; }
+  bool has_moe() const;
+  bool has_dense_ffn() const;
   bool has_recurrent() const;
   uint32_t n_attention_layers() const;
 };

@@ -111,17 +111,19 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
     kernels::EmbeddingRow(w_.tok_embd.type, w_.tok_embd.data, E, step.ids[static_cast<size_t>(t)], &x[t * E]);
   if (hp_.embedding_scale != 0.0f) kernels::Scale(x.data(), hp_.embedding_scale, T * E, x.data());
 
-  // 3. Layers: norm, mixer, [post norm], residual, then (norm, FFN, [post norm], residual).
+  // 3. Layers: norm, mixer, [post norm], residual, then (norm, FFN or experts, [post norm], residual).
   std::optional<internal::AttentionBlock> attention;
   std::optional<internal::Mamba2Block> mamba2;
   std::optional<internal::DeltaNetBlock> delta_net;
   std::optional<internal::FfnBlock> ffn;
+  std::optional<internal::MoeBlock> moe;
   if (hp_.n_attention_layers() > 0) attention.emplace(step);
   for (MixerKind m : hp_.mixers) {
     if (m == MixerKind::kMamba2 && !mamba2) mamba2.emplace(step);
     if (m == MixerKind::kGatedDeltaNet && !delta_net) delta_net.emplace(step);
   }
-  if (hp_.has_ffn) ffn.emplace(step);
+  if (hp_.has_dense_ffn()) ffn.emplace(step);
+  if (hp_.has_moe()) moe.emplace(step);
   for (uint32_t li = 0; li < hp_.n_layer; ++li) {
     const LayerWeights& L = w_.layers[li];
     RmsNormRows(x.data(), L.attn_norm, T, E, hp_.rms_eps, xn.data());
@@ -150,9 +152,13 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
     }
     if (L.attn_post_norm) RmsNormRows(out.data(), L.attn_post_norm, T, E, hp_.rms_eps, out.data());
     Residual(out.data(), hp_.residual_scale, T * E, x.data());
-    if (ffn) {
+    if (hp_.has_ffn(li)) {
       RmsNormRows(x.data(), L.ffn_norm, T, E, hp_.rms_eps, xn.data());
-      ffn->Run(li, xn.data(), out.data());
+      if (hp_.ffns[li] == FfnKind::kMoe) {
+        moe->Run(li, xn.data(), out.data());
+      } else {
+        ffn->Run(li, xn.data(), out.data());
+      }
       if (L.ffn_post_norm) RmsNormRows(out.data(), L.ffn_post_norm, T, E, hp_.rms_eps, out.data());
       Residual(out.data(), hp_.residual_scale, T * E, x.data());
     }

@@ -12,6 +12,7 @@
 #include "model/demo_model.h"
 #include "kernels/dequant.h"
 #include "model/model.h"
+#include "model/model_test_util.h"
 #include "model/synthetic_model.h"
 
 namespace llamay::model {
@@ -208,10 +209,19 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-class Determinism : public testing::Test {
+// The models the contract is checked on: the demo model (llama) and a small mixture of experts in Q8_0
+// (whose prefill groups a step's tokens by expert).
+std::vector<uint8_t> ContractModel(const std::string& name) {
+  if (name == "demo") return BuildDemoModel();
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0));
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? std::move(*bytes) : std::vector<uint8_t>{};
+}
+
+class Determinism : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto f = gguf::File::FromBuffer(BuildDemoModel());
+    auto f = gguf::File::FromBuffer(ContractModel(GetParam()));
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     auto m = Model::FromFile(std::move(*f));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -222,7 +232,7 @@ class Determinism : public testing::Test {
   std::vector<int32_t> prompt_;
 };
 
-TEST_F(Determinism, IndependentOfPageSizeAndChunking) {
+TEST_P(Determinism, IndependentOfPageSizeAndChunking) {
   auto c64 = CacheFor(*model_, 64), c7 = CacheFor(*model_, 7), c128 = CacheFor(*model_, 128);
   kv::Context a = c64->NewContext(), b = c7->NewContext(), c = c128->NewContext();
   const auto la = Prefill(*model_, a, prompt_);
@@ -237,12 +247,12 @@ TEST_F(Determinism, IndependentOfPageSizeAndChunking) {
   EXPECT_TRUE(Same(la, chunked));
 }
 
-TEST_F(Determinism, IndependentOfThreadCount) {
+TEST_P(Determinism, IndependentOfThreadCount) {
   auto cache = CacheFor(*model_);
   kv::Context a = cache->NewContext();
   const auto want = Prefill(*model_, a, prompt_);  // one thread per core
   for (int threads : {1, 3}) {
-    auto f = gguf::File::FromBuffer(BuildDemoModel());
+    auto f = gguf::File::FromBuffer(ContractModel(GetParam()));
     ASSERT_TRUE(f.ok());
     auto m = Model::FromFile(std::move(*f), threads);
     ASSERT_TRUE(m.ok());
@@ -252,7 +262,7 @@ TEST_F(Determinism, IndependentOfThreadCount) {
   }
 }
 
-TEST_F(Determinism, IndependentOfBatchComposition) {
+TEST_P(Determinism, IndependentOfBatchComposition) {
   auto cache = CacheFor(*model_);
   kv::Context alone = cache->NewContext(), x = cache->NewContext(), y = cache->NewContext();
   const auto want = Prefill(*model_, alone, prompt_);
@@ -264,7 +274,7 @@ TEST_F(Determinism, IndependentOfBatchComposition) {
   EXPECT_TRUE(Same(want, mine));
 }
 
-TEST_F(Determinism, ForkAndSnapshotContinueExactly) {
+TEST_P(Determinism, ForkAndSnapshotContinueExactly) {
   for (kv::KvPrecision p : {kv::KvPrecision::kF32, kv::KvPrecision::kF16, kv::KvPrecision::kQ8_0}) {
     auto cache = CacheFor(*model_, 64, p);
     kv::Context parent = cache->NewContext();
@@ -285,7 +295,7 @@ TEST_F(Determinism, ForkAndSnapshotContinueExactly) {
 
 // Forked streams decoding in one batch (attention reads the pages they share once), next to a context of
 // another page size and precision, get the logits each gets alone.
-TEST_F(Determinism, ForksDecodedTogetherMatchEachAlone) {
+TEST_P(Determinism, ForksDecodedTogetherMatchEachAlone) {
   for (kv::KvPrecision p : {kv::KvPrecision::kF32, kv::KvPrecision::kF16, kv::KvPrecision::kQ8_0}) {
     auto cache = CacheFor(*model_, 64, p), other = CacheFor(*model_, 7, kv::KvPrecision::kF16);
     kv::Context parent = cache->NewContext();
@@ -318,7 +328,7 @@ TEST_F(Determinism, ForksDecodedTogetherMatchEachAlone) {
   }
 }
 
-TEST_F(Determinism, BadInputLeavesContextsIntact) {
+TEST_P(Determinism, BadInputLeavesContextsIntact) {
   auto cache = CacheFor(*model_);
   kv::Context ctx = cache->NewContext();
   Prefill(*model_, ctx, {1, 2, 3});
@@ -329,6 +339,8 @@ TEST_F(Determinism, BadInputLeavesContextsIntact) {
   EXPECT_EQ(ctx.size(), 3u);
   EXPECT_TRUE(logits.empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, Determinism, testing::Values("demo", "qwen3moe_q8_0"));
 
 }  // namespace
 }  // namespace llamay::model

@@ -1,5 +1,6 @@
 // Helpers shared by the model tests that run the reference models of ../shared/ref/models: a cache for a
-// model, one forward step, exact comparison, deterministic prompts, and a GGUF copied with keys changed.
+// model, one forward step, exact comparison, deterministic prompts, a GGUF copied with keys changed, and
+// the small synthetic mixture-of-experts model.
 #ifndef LLAMAY_MODEL_MODEL_TEST_UTIL_H_
 #define LLAMAY_MODEL_MODEL_TEST_UTIL_H_
 
@@ -16,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "kv/cache.h"
 #include "model/model.h"
+#include "model/synthetic_model.h"
 
 namespace llamay::model::test_util {
 
@@ -55,45 +57,67 @@ inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
   return p;
 }
 
-// The GGUF at `path` without the keys `dropped`, with what `extra` sets, as a buffer.
-inline std::vector<uint8_t> RewriteKeys(const std::string& path, const std::vector<std::string>& dropped,
+// A small qwen3moe (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
+// vocabulary): `llamay model synth --shape qwen3moe` with the flags of testdata/make_moe_ref.py.
+inline SyntheticSpec TinyMoeSpec(TensorType type) {
+  SyntheticSpec s = Qwen3MoeShape(type, 3);
+  s.name = "tiny-qwen3moe";
+  s.n_vocab = 512;
+  s.n_embd = 128;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 32;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_ff_expert = 64;
+  return s;
+}
+
+// The GGUF `f` without the keys `dropped`, with what `extra` sets, as a buffer.
+inline std::vector<uint8_t> RewriteKeys(const gguf::File& f, const std::vector<std::string>& dropped,
                                         const std::function<void(gguf::Writer&)>& extra) {
-  auto f = gguf::File::Open(path);
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
   gguf::Writer w;
-  for (auto key : f->Keys()) {
+  for (auto key : f.Keys()) {
     const std::string k(key);
     if (std::find(dropped.begin(), dropped.end(), k) != dropped.end()) continue;
-    switch (*f->TypeOf(key)) {
+    switch (*f.TypeOf(key)) {
       case gguf::ValueType::kString:
-        w.SetString(k, *f->GetString(key));
+        w.SetString(k, *f.GetString(key));
         break;
       case gguf::ValueType::kFloat32:
-        w.SetFloat32(k, static_cast<float>(*f->GetFloat(key)));
+        w.SetFloat32(k, static_cast<float>(*f.GetFloat(key)));
         break;
       case gguf::ValueType::kBool:
-        w.SetBool(k, *f->GetBool(key));
+        w.SetBool(k, *f.GetBool(key));
         break;
       case gguf::ValueType::kArray:
-        if (*f->ArrayElementType(key) == gguf::ValueType::kString) {
-          auto v = *f->GetStringArray(key);
+        if (*f.ArrayElementType(key) == gguf::ValueType::kString) {
+          auto v = *f.GetStringArray(key);
           w.SetStringArray(k, std::vector<std::string>(v.begin(), v.end()));
-        } else if (*f->ArrayElementType(key) == gguf::ValueType::kFloat32) {
-          w.SetFloat32Array(k, *f->GetFloatArray(key));
+        } else if (*f.ArrayElementType(key) == gguf::ValueType::kFloat32) {
+          w.SetFloat32Array(k, *f.GetFloatArray(key));
         } else {
-          auto v = *f->GetIntArray(key);
+          auto v = *f.GetIntArray(key);
           w.SetInt32Array(k, std::vector<int32_t>(v.begin(), v.end()));
         }
         break;
       default:
-        w.SetUint32(k, static_cast<uint32_t>(*f->GetInt(key)));
+        w.SetUint32(k, static_cast<uint32_t>(*f.GetInt(key)));
         break;
     }
   }
   extra(w);
-  for (const auto& t : f->tensors())
+  for (const auto& t : f.tensors())
     EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
   return w.Finish();
+}
+
+// The same for the GGUF at `path`.
+inline std::vector<uint8_t> RewriteKeys(const std::string& path, const std::vector<std::string>& dropped,
+                                        const std::function<void(gguf::Writer&)>& extra) {
+  auto f = gguf::File::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  return RewriteKeys(*f, dropped, extra);
 }
 
 }  // namespace llamay::model::test_util

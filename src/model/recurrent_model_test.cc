@@ -31,7 +31,7 @@ TEST(RecurrentHParams, MambaAndGraniteGeometry) {
   ASSERT_TRUE(mamba.ok()) << mamba.status().ToString();
   const HParams& hp = (*mamba)->hparams();
   EXPECT_EQ(hp.arch, Arch::kMamba2);
-  EXPECT_FALSE(hp.has_ffn);
+  EXPECT_EQ(hp.ffns, std::vector<FfnKind>(hp.n_layer, FfnKind::kNone));
   EXPECT_EQ(hp.n_attention_layers(), 0u);
   EXPECT_EQ(hp.ssm.d_inner, 512u);
   EXPECT_EQ(hp.ssm.head_dim(), 64u);
@@ -61,7 +61,8 @@ TEST(RecurrentHParams, MambaAndGraniteGeometry) {
   EXPECT_EQ(g.mixers[3], MixerKind::kAttention);
   EXPECT_EQ(g.n_head_kv, 4u);
   EXPECT_EQ(g.head_dim, 32u);
-  EXPECT_TRUE(g.has_ffn && g.use_rope);
+  EXPECT_EQ(g.ffns, std::vector<FfnKind>(g.n_layer, FfnKind::kDense));
+  EXPECT_TRUE(g.use_rope);
   const kv::KvLayout gl = (*granite)->KvLayoutFor(64, kv::KvPrecision::kQ8_0);
   EXPECT_TRUE(gl.Validate().ok()) << gl.Validate().ToString();
   EXPECT_EQ(gl.n_attention_layers(), 2u);
@@ -86,7 +87,8 @@ TEST(RecurrentHParams, Qwen35Geometry) {
   EXPECT_EQ(hp.n_rot, 16u);  // partial rotary
   EXPECT_EQ(hp.rope_type, RopeType::kNeox);
   EXPECT_EQ(hp.rope_theta, 1e7f);
-  EXPECT_TRUE(hp.qk_norm && hp.attn_output_gate && hp.has_ffn);
+  EXPECT_TRUE(hp.qk_norm && hp.attn_output_gate);
+  EXPECT_EQ(hp.ffns, std::vector<FfnKind>(hp.n_layer, FfnKind::kDense));
   EXPECT_EQ(hp.n_ff, 768u);
   EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
   EXPECT_EQ(hp.ssm.n_head, 4u);             // value heads

@@ -1,5 +1,6 @@
 #include "model/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,15 +33,21 @@ class Builder {
 
   // A [rows][cols] matrix, uniform with variance gain^2 / cols, stored as spec.type.
   Status Matrix(const std::string& name, uint32_t rows, uint32_t cols, float gain = 1.0f) {
+    return Slabs(name, 0, rows, cols, gain, spec_.type);
+  }
+  // `slabs` such matrices as one 3-D tensor [cols][rows][slabs] (experts), or (slabs 0) one 2-D matrix.
+  Status Slabs(const std::string& name, uint32_t slabs, uint32_t rows, uint32_t cols, float gain, TensorType type) {
     const float half = gain * std::sqrt(3.0f / static_cast<float>(cols));
     std::vector<float> row(cols);
-    const size_t row_bytes = kernels::TypeRowBytes(spec_.type, cols);
-    std::vector<uint8_t> data(row_bytes * rows);
-    for (uint32_t r = 0; r < rows; ++r) {
+    const size_t row_bytes = kernels::TypeRowBytes(type, cols);
+    const uint32_t n_rows = rows * std::max(slabs, 1u);
+    std::vector<uint8_t> data(row_bytes * n_rows);
+    for (uint32_t r = 0; r < n_rows; ++r) {
       for (auto& v : row) v = rng_.Symmetric() * half;
-      kernels::QuantizeRow(spec_.type, row.data(), data.data() + r * row_bytes, cols);
+      kernels::QuantizeRow(type, row.data(), data.data() + r * row_bytes, cols);
     }
-    return w_.AddTensor(name, {cols, rows}, spec_.type, data);
+    if (slabs == 0) return w_.AddTensor(name, {cols, rows}, type, data);
+    return w_.AddTensor(name, {cols, rows, slabs}, type, data);
   }
   Status Norm(const std::string& name, uint32_t n) { return Vector(name, {n}, 1.0f, 0.1f); }
   // An f32 tensor of `dims` (GGUF order, innermost first), uniform in [center - half, center + half).
@@ -93,8 +100,10 @@ void AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
 }
 
 bool IsAttention(const SyntheticSpec& spec, uint32_t layer) {
-  return spec.arch == SyntheticArch::kLlama || layer % spec.attention_every == spec.attention_every - 1;
+  return spec.arch != SyntheticArch::kGraniteHybrid || layer % spec.attention_every == spec.attention_every - 1;
 }
+
+uint32_t HeadDim(const SyntheticSpec& spec) { return spec.head_dim != 0 ? spec.head_dim : spec.n_embd / spec.n_head; }
 
 Status CheckSpec(const SyntheticSpec& spec) {
   const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
@@ -106,6 +115,15 @@ Status CheckSpec(const SyntheticSpec& spec) {
     return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
                                 " does not fit the shape");
   if (spec.arch == SyntheticArch::kLlama) return Status::Ok();
+  if (spec.arch == SyntheticArch::kQwen3Moe) {
+    if (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert)
+      return InvalidArgumentError("synthetic model: 1 <= n_expert_used <= n_expert");
+    if (spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 || HeadDim(spec) % 2 != 0 ||
+        (spec.n_head * HeadDim(spec)) % kernels::TypeBlockSize(spec.type) != 0)
+      return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
+                                  " does not fit the expert or head shape");
+    return Status::Ok();
+  }
   if (spec.attention_every == 0) return InvalidArgumentError("synthetic model: attention_every must be positive");
   if (spec.ssm_n_head == 0 || spec.ssm_d_inner % spec.ssm_n_head != 0 || spec.ssm_n_group == 0 ||
       spec.ssm_n_head % spec.ssm_n_group != 0 || spec.ssm_d_state == 0 || spec.ssm_d_conv < 2)
@@ -153,12 +171,30 @@ SyntheticSpec HybridShape(TensorType type) {
   return s;
 }
 
+SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s;
+  s.arch = SyntheticArch::kQwen3Moe;
+  s.name = "llamay-qwen3moe-a3b-shape";
+  s.n_embd = 2048;
+  s.n_layer = n_layer;
+  s.n_head = 32;
+  s.n_head_kv = 4;
+  s.head_dim = 128;
+  s.n_ff = 6144;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_ff_expert = 768;
+  s.type = type;
+  return s;
+}
+
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
   const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
-  const std::string arch = hybrid ? "granitehybrid" : "llama";
+  const bool moe = spec.arch == SyntheticArch::kQwen3Moe;
+  const std::string arch = hybrid ? "granitehybrid" : moe ? "qwen3moe" : "llama";
   const std::string a = arch + ".";
-  const uint32_t head_dim = spec.n_embd / spec.n_head;
+  const uint32_t head_dim = HeadDim(spec);
   Builder b(spec);
   gguf::Writer& w = b.writer();
   w.SetString("general.architecture", arch);
@@ -176,7 +212,14 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
   }
   w.SetUint32(a + "rope.dimension_count", head_dim);
-  w.SetFloat32(a + "rope.freq_base", 10000.0f);
+  w.SetFloat32(a + "rope.freq_base", moe ? 1e6f : 10000.0f);
+  if (moe) {
+    w.SetUint32(a + "attention.key_length", head_dim);
+    w.SetUint32(a + "attention.value_length", head_dim);
+    w.SetUint32(a + "expert_count", spec.n_expert);
+    w.SetUint32(a + "expert_used_count", spec.n_expert_used);
+    w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
+  }
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (hybrid) {
     w.SetUint32(a + "ssm.conv_kernel", spec.ssm_d_conv);
@@ -197,10 +240,23 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
+      if (moe) {
+        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", head_dim));
+        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", head_dim));
+      }
     } else {
       LLAMAY_RETURN_IF_ERROR(AddMamba2(b, p, spec));
     }
     LLAMAY_RETURN_IF_ERROR(b.Norm(p + "ffn_norm.weight", spec.n_embd));
+    if (moe) {
+      // The router's gain spreads its logits (std ~2) so that the choice of experts is clear-cut.
+      LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_inp.weight", 0, spec.n_expert, spec.n_embd, 2.0f, TensorType::kF32));
+      const uint32_t X = spec.n_expert, F = spec.n_ff_expert, E = spec.n_embd;
+      LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_exps.weight", X, F, E, 1.0f, spec.type));
+      LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_up_exps.weight", X, F, E, 1.0f, spec.type));
+      LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_down_exps.weight", X, E, F, 1.0f, spec.type));
+      continue;
+    }
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", spec.n_ff, spec.n_embd));
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", spec.n_ff, spec.n_embd));
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", spec.n_embd, spec.n_ff));

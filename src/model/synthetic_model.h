@@ -4,7 +4,11 @@
 //     16 heads / 8 KV heads, ffn 2816), or any shape;
 //   - granitehybrid (Granite 4.0-H's layer mix): layer l is GQA attention when l % attention_every ==
 //     attention_every - 1 and a Mamba-2 mixer otherwise (attention.head_count_kv is an array with 0 for the
-//     Mamba-2 layers); a SwiGLU FFN in every layer; no Granite scalings (all absent), rope on.
+//     Mamba-2 layers); a SwiGLU FFN in every layer; no Granite scalings (all absent), rope on;
+//   - qwen3moe (Qwen3-30B-A3B's layer): attention with per-head q/k norms (head_dim may differ from
+//     n_embd / n_head), rope NEOX base 1e6, and a mixture of n_expert experts of n_ff_expert, n_expert_used
+//     per token, in every layer; the router (ffn_gate_inp) is f32 as in the published files, the experts
+//     3-D tensors [n_embd][n_ff_expert][n_expert] (down: [n_ff_expert][n_embd][n_expert]) in `type`.
 //
 // Weights are uniform with variance 1/fan_in from an integer PRNG (no libm), so the bytes are identical on
 // every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms and the
@@ -24,7 +28,7 @@
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid };
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe };
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -47,6 +51,11 @@ struct SyntheticSpec {
   uint32_t ssm_n_head = 32;
   uint32_t ssm_n_group = 1;
   uint32_t ssm_d_conv = 4;
+  // qwen3moe only: head_dim (0: n_embd / n_head) and the experts.
+  uint32_t head_dim = 0;
+  uint32_t n_expert = 8;
+  uint32_t n_expert_used = 2;
+  uint32_t n_ff_expert = 256;
 };
 
 // The peer model's shape (see the header comment) in `type`.
@@ -57,6 +66,10 @@ SyntheticSpec PeerShape(TensorType type);
 // the other 12 Mamba-2 (d_inner 2048, 32 heads of 64, d_state 128, 1 group, d_conv 4), ffn 2816, in
 // `type`. Its recurrent state is 12 x 1.03 MiB per sequence.
 SyntheticSpec HybridShape(TensorType type);
+
+// Qwen3-30B-A3B's layer shape (dim 2048, 32 / 4 heads of 128, 128 experts of 768, 8 used) with vocab 32000
+// and `n_layer` layers (about 1.5B parameters for 8), in `type`: the MoE benchmark shape.
+SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer = 8);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

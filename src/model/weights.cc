@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <string>
+#include <vector>
 
 #include "kernels/dequant.h"
 #include "kernels/vec_dot.h"
@@ -17,9 +18,37 @@ std::string Shape(int64_t rows, int64_t cols) {
   return s;
 }
 
+std::string Dims(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 class Binder {
  public:
   Binder(const gguf::File& f) : f_(f) {}
+
+  // Expert slabs: a 3-D tensor of GGUF dims [cols][rows][slabs], bound as `slabs` matrices of
+  // [rows][cols] (Tensor::Slab).
+  Result<Tensor> GetExperts(const std::string& name, int64_t slabs, int64_t rows, int64_t cols) {
+    const gguf::TensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return InvalidArgumentError("model: tensor '" + name + "' is missing");
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != slabs)
+      return InvalidArgumentError("model: tensor '" + name + "' has dims " + Dims(t->dims) + ", expected [" +
+                                  std::to_string(cols) + ", " + std::to_string(rows) + ", " + std::to_string(slabs) +
+                                  "]");
+    if (!IsSupportedMatrixType(t->type))
+      return UnimplementedError("model: tensor '" + name + "' has type " + std::string(TensorTypeName(t->type)) +
+                                ", which is not supported");
+    Tensor out;
+    out.type = t->type;
+    out.data = t->data;
+    out.cols = cols;
+    out.rows = rows;
+    out.slabs = slabs;
+    out.slab_bytes = static_cast<size_t>(rows) * kernels::TypeRowBytes(t->type, cols);
+    return out;
+  }
 
   // A tensor of `cols` x `rows` (rows 1 for vectors). Optional tensors may be absent.
   Result<Tensor> Get(const std::string& name, int64_t rows, int64_t cols, bool matrix,
@@ -117,6 +146,16 @@ Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights*
   return Status::Ok();
 }
 
+Status BindMoe(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
+  const int64_t E = hp.n_embd, F = hp.moe.n_ff_expert, X = hp.moe.n_expert;
+  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->router, b.Get(p + "ffn_gate_inp.weight", X, E, true));
+  LLAMAY_ASSIGN_OR_RETURN(l->gate_exps, b.GetExperts(p + "ffn_gate_exps.weight", X, F, E));
+  LLAMAY_ASSIGN_OR_RETURN(l->up_exps, b.GetExperts(p + "ffn_up_exps.weight", X, F, E));
+  LLAMAY_ASSIGN_OR_RETURN(l->down_exps, b.GetExperts(p + "ffn_down_exps.weight", X, E, F));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {
@@ -146,7 +185,16 @@ Result<Weights> BindWeights(const gguf::File& f, const HParams& hp) {
         LLAMAY_RETURN_IF_ERROR(BindDeltaNet(b, p, hp, &l));
         break;
     }
-    if (hp.has_ffn) LLAMAY_RETURN_IF_ERROR(BindFfn(b, p, hp, &l));
+    switch (hp.ffns[i]) {
+      case FfnKind::kNone:
+        break;
+      case FfnKind::kDense:
+        LLAMAY_RETURN_IF_ERROR(BindFfn(b, p, hp, &l));
+        break;
+      case FfnKind::kMoe:
+        LLAMAY_RETURN_IF_ERROR(BindMoe(b, p, hp, &l));
+        break;
+    }
     if (hp.post_norms) {
       LLAMAY_ASSIGN_OR_RETURN(l.attn_post_norm, b.Get(p + "post_attention_norm.weight", 1, E, false));
       LLAMAY_ASSIGN_OR_RETURN(l.ffn_post_norm, b.Get(p + "post_ffw_norm.weight", 1, E, false));

@@ -20,13 +20,26 @@ struct Tensor {
   TensorType type = TensorType::kF32;
   const uint8_t* data = nullptr;  // nullptr: absent (optional tensors)
   int64_t cols = 0;               // dims[0]
-  int64_t rows = 0;               // product of dims[1..]
+  int64_t rows = 0;               // product of dims[1..]; for experts, dims[1] (the rows of one slab)
+  // Experts (3-D tensors, GGUF dims [cols][rows][slabs]): `slabs` matrices of [rows][cols], slab_bytes
+  // apart, each a view into the mapped file (nothing is copied at load, so the page cache holds the
+  // experts that are used). 0 for an ordinary tensor.
+  int64_t slabs = 0;
+  size_t slab_bytes = 0;
   explicit operator bool() const { return data != nullptr; }
   const float* f32() const { return reinterpret_cast<const float*>(data); }
+  // Expert e's matrix. REQUIRES: 0 <= e < slabs.
+  Tensor Slab(int64_t e) const {
+    Tensor t = *this;
+    t.data = data + static_cast<size_t>(e) * slab_bytes;
+    t.slabs = 0;
+    t.slab_bytes = 0;
+    return t;
+  }
 };
 
 // One layer: the norm in front of its mixer, the mixer's tensors (attention or Mamba-2: the other kind's
-// are absent), and the FFN (absent when HParams::has_ffn is false).
+// are absent), and the FFN's (dense or experts, per HParams::ffns; none for FfnKind::kNone).
 struct LayerWeights {
   Tensor attn_norm;             // [n_embd] f32: the norm in front of the mixer, whatever its kind
   // Attention mixer.
@@ -49,9 +62,11 @@ struct LayerWeights {
   Tensor ssm_qkv;               // [C][n_embd] (GGUF attn_qkv): rows q [Hk*Dk], k [Hk*Dk], v [Hv*Dv]
   Tensor ssm_z;                 // [d_inner][n_embd] (GGUF attn_gate): the output gate z
   Tensor ssm_beta, ssm_alpha;   // [Hv][n_embd] each
-  // SwiGLU FFN.
-  Tensor ffn_norm;              // [n_embd] f32 (qwen35: GGUF post_attention_norm)
-  Tensor w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
+  // SwiGLU FFN (dense), or the mixture of experts (MoeParams; F = n_ff_expert, X = n_expert).
+  Tensor ffn_norm;              // [n_embd] f32, for either (qwen35: GGUF post_attention_norm)
+  Tensor w_gate, w_up, w_down;  // dense: [n_ff][n_embd] x2, [n_embd][n_ff]
+  Tensor router;                // [X][n_embd] (GGUF ffn_gate_inp)
+  Tensor gate_exps, up_exps, down_exps;  // X slabs of [F][n_embd] x2, [n_embd][F] (GGUF ffn_*_exps)
   // HParams::post_norms (gemma3): RMS norms of the mixer's and the FFN's outputs, before their residual
   // adds (GGUF post_attention_norm, post_ffw_norm); absent otherwise.
   Tensor attn_post_norm, ffn_post_norm;  // [n_embd] f32

@@ -22,10 +22,11 @@ constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  Tensor
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid
+  std::string shape = "peer";  // peer | hybrid | qwen3moe
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  uint32_t head_dim = 0, n_expert = 0, n_expert_used = 0, n_ff_expert = 0;  // qwen3moe
   uint64_t seed = 0;
 };
 
@@ -35,9 +36,13 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::PeerShape(type);
   } else if (o.shape == "hybrid") {
     s = model::HybridShape(type);
+  } else if (o.shape == "qwen3moe") {
+    s = model::Qwen3MoeShape(type);
   } else {
-    return InvalidArgumentError("--shape must be peer or hybrid, got '" + o.shape + "'");
+    return InvalidArgumentError("--shape must be peer, hybrid or qwen3moe, got '" + o.shape + "'");
   }
+  if (s.arch != model::SyntheticArch::kQwen3Moe && (o.head_dim || o.n_expert || o.n_expert_used || o.n_ff_expert))
+    return InvalidArgumentError("--head-dim, --experts, --experts-used and --expert-ffn are for --shape qwen3moe");
   auto set = [](uint32_t v, uint32_t& field) {
     if (v != 0) field = v;
   };
@@ -47,6 +52,10 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   set(o.n_head, s.n_head);
   set(o.n_head_kv, s.n_head_kv);
   set(o.n_ff, s.n_ff);
+  set(o.head_dim, s.head_dim);
+  set(o.n_expert, s.n_expert);
+  set(o.n_expert_used, s.n_expert_used);
+  set(o.n_ff_expert, s.n_ff_expert);
   if (o.seed != 0) s.seed = o.seed;
   if (!o.name.empty()) s.name = o.name;
   return s;
@@ -111,7 +120,8 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")->capture_default_str();
   c->add_option("--shape", o->shape,
                 "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
-                "290M (every 4th layer attention, the rest Mamba-2)")
+                "290M (every 4th layer attention, the rest Mamba-2); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
+                "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
   c->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the shape's)");
@@ -120,6 +130,10 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--heads", o->n_head, "Attention heads (default: the shape's)");
   c->add_option("--kv-heads", o->n_head_kv, "KV heads (default: the shape's)");
   c->add_option("--ffn", o->n_ff, "FFN width (default: the shape's)");
+  c->add_option("--head-dim", o->head_dim, "qwen3moe: attention head width (default: the shape's)");
+  c->add_option("--experts", o->n_expert, "qwen3moe: experts per layer (default: the shape's)");
+  c->add_option("--experts-used", o->n_expert_used, "qwen3moe: experts per token (default: the shape's)");
+  c->add_option("--expert-ffn", o->n_ff_expert, "qwen3moe: each expert's FFN width (default: the shape's)");
   c->add_option("--seed", o->seed, "Weight seed (default: the shape's)");
   c->callback([o, exit_code] { *exit_code = RunSynth(*o); });
 }

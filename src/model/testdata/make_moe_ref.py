@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Writes moe_ref.json: llama.cpp's next-token distributions on a small synthetic qwen3moe model, the
+reference that moe_model_test.cc holds llamay's mixture-of-experts path to.
+
+The model is `llamay model synth --shape qwen3moe` with the small dimensions below, f32 weights: its bytes
+are the same on every machine (an integer PRNG), and the test builds the same bytes in process and checks
+their FNV-1a hash against the one recorded here before it compares anything. llama.cpp runs it as
+../shared/peers/llama-server with an f32 KV cache and flash attention off (the settings of ../shared/ref),
+and for each prompt answers, at the prompt's end and after each of four steps, the top 16 tokens with
+their log-probabilities (post_sampling_probs false: the model's own distribution). Each step appends the
+most probable token that is valid text on its own (see next_token_logprobs).
+
+Usage: src/model/testdata/make_moe_ref.py [LLAMAY_BINARY]   (default build/release/bin/llamay)
+Standard library only.
+"""
+import json, os, random, subprocess, sys, tempfile, time, urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_util import free_port  # noqa: E402
+
+# The model: these flags and moe_model_test.cc's TinyMoeSpec() must describe the same file.
+SYNTH = ["--shape", "qwen3moe", "--type", "f32", "--name", "tiny-qwen3moe", "--vocab", "512", "--dim", "128",
+         "--layers", "3", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--experts", "16",
+         "--experts-used", "4", "--expert-ffn", "64"]
+TOP = 16
+BYTE0 = 3  # the synthetic vocabulary's <0x00>: bytes are ids 3..258
+STEPS = 4
+
+
+def fnv1a(data):
+    h = 1469598103934665603
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def next_token_logprobs(port, tokens):
+    """The top TOP (id, logprob) after `tokens`, most probable first, and the token that continues: the most
+    probable one that is not end-of-text or a byte of a multi-byte character (llama-server answers 500 when
+    the text it generated is not valid UTF-8, so those are given a bias of -inf; the probabilities reported
+    are the model's own, before any sampler)."""
+    bias = [[2, False]] + [[BYTE0 + b, False] for b in range(0x80, 0x100)]
+    body = {"prompt": tokens, "n_predict": 1, "temperature": 0, "n_probs": TOP, "post_sampling_probs": False,
+            "cache_prompt": False, "stream": True, "logit_bias": bias}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: "):])
+            if event.get("completion_probabilities"):
+                probs = event["completion_probabilities"][0]
+                return [[t["id"], t["logprob"]] for t in probs["top_logprobs"]], probs["id"]
+    sys.exit(f"llama-server sent no probabilities after {tokens}")
+
+
+def main():
+    llamay = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release", "bin", "llamay")
+    tmp = tempfile.mkdtemp()
+    model = os.path.join(tmp, "tiny-qwen3moe-f32.gguf")
+    subprocess.run([llamay, "model", "synth", *SYNTH, "-o", model], check=True, stdout=subprocess.DEVNULL)
+    with open(model, "rb") as f:
+        digest = fnv1a(f.read())
+    port = free_port()
+    peer = os.path.join(ROOT, "..", "shared", "peers", "llama-server")
+    proc = subprocess.Popen([peer, "-m", model, "--port", str(port), "-t", "2", "-c", "512", "-ctk", "f32",
+                             "-ctv", "f32", "-fa", "off", "-np", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        rng = random.Random(7)
+        # A short prompt, one of 40 tokens and one of 100 (past a 64-token page), BOS (1) first.
+        prompts = [[1, 72, 101, 108, 108, 111]] + [[1] + [rng.randrange(3, 512) for _ in range(n)] for n in (39, 99)]
+        cases = []
+        for prompt in prompts:
+            tokens, steps = list(prompt), []
+            for _ in range(STEPS + 1):
+                top, next_id = next_token_logprobs(port, tokens)
+                steps.append(top)
+                tokens.append(next_id)
+            cases.append({"prompt": prompt, "continuation": tokens[len(prompt):], "top_logprobs": steps})
+    finally:
+        proc.terminate()
+        proc.wait()
+    ref = {"about": "llama.cpp (../shared/peers/llama-server, f32 KV, flash attention off) on `llamay model synth "
+                    + " ".join(SYNTH) + "`; written by make_moe_ref.py",
+           "model_fnv1a": f"{digest:016x}", "cases": cases}
+    with open(os.path.join(HERE, "moe_ref.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    print(f"wrote {os.path.join(HERE, 'moe_ref.json')} ({len(cases)} prompts, model fnv1a {digest:016x})")
+
+
+if __name__ == "__main__":
+    main()
