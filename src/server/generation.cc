@@ -122,21 +122,22 @@ Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordere
   return Status::Ok();
 }
 
-// The request's tokens: the conversation rendered by the model's template, or the prompt.
-Status PromptTokens(Server& server, const Conversation& c, Impl* g) {
+// The request's tokens: the conversation rendered by the model's template, or the prompt (those after its
+// session's, when it continues one). `*starts_inside`: the rendered prompt leaves the model in its reasoning.
+Status PromptTokens(Server& server, const Conversation& c, std::vector<int32_t>* prompt, bool* starts_inside) {
   if (c.chat) {
     // A session that holds a conversation had its tools described when it began.
     const bool describe_tools = c.session.empty() || server.HeldTokens(c.session) == 0;
-    LLAMAY_ASSIGN_OR_RETURN(g->prompt, server.chat_prompt().Tokens(c.messages, !c.session.empty(), c.tools,
-                                                                   describe_tools, &c.reasoning, &g->starts_inside));
+    LLAMAY_ASSIGN_OR_RETURN(*prompt, server.chat_prompt().Tokens(c.messages, !c.session.empty(), c.tools,
+                                                                 describe_tools, &c.reasoning, starts_inside));
     return Status::Ok();
   }
   if (!c.prompt_is_text) {
-    g->prompt = c.prompt_tokens;
+    *prompt = c.prompt_tokens;
     return Status::Ok();
   }
-  LLAMAY_ASSIGN_OR_RETURN(g->prompt, server.engine().tokenizer().Encode(c.prompt_text, c.session.empty(), false,
-                                                                        /*continuation=*/!c.session.empty()));
+  LLAMAY_ASSIGN_OR_RETURN(*prompt, server.engine().tokenizer().Encode(c.prompt_text, c.session.empty(), false,
+                                                                      /*continuation=*/!c.session.empty()));
   return Status::Ok();
 }
 
@@ -249,6 +250,13 @@ std::function<bool()> Generation::client_gone() const { return GoneProbe(impl_->
 
 size_t Generation::prompt_tokens() const { return impl_->prompt.size(); }
 
+Result<size_t> CountPromptTokens(Server& server, const Conversation& c) {
+  std::vector<int32_t> prompt;
+  bool starts_inside = false;
+  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &prompt, &starts_inside));
+  return (c.session.empty() ? 0 : server.HeldTokens(c.session)) + prompt.size();
+}
+
 GenerationUsage Generation::usage() const {
   GenerationUsage u;
   for (const ChoiceResult& r : choices_) {
@@ -270,7 +278,7 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
   if (!c.session.empty() && c.echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
   gen->parse_tools_ = c.chat && !c.tools.empty() && c.tool_choice.mode != toolcall::ToolChoice::Mode::kNone;
   LLAMAY_RETURN_IF_ERROR(Constraint(server, c, gen->parse_tools_, &g));
-  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g));
+  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g.prompt, &g.starts_inside));
   Reasoning(server, c, &g);
   if (g.prompt.empty() && c.session.empty()) return InvalidArgumentError("the prompt is empty");
   gen->c_ = std::move(c);

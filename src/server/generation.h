@@ -148,6 +148,10 @@ class Generation {
   std::vector<ChoiceResult> choices_;
 };
 
+// The prompt tokens running `c` would count (its usage's prompt_tokens), without running it: the tokens
+// its session holds, when it continues one, and the rendered conversation. Errors as Start's rendering.
+Result<size_t> CountPromptTokens(Server& server, const Conversation& c);
+
 }  // namespace llamay::server
 
 #endif  // LLAMAY_SERVER_GENERATION_H_

@@ -407,7 +407,7 @@ std::string InputSoFar(std::string_view a) {
 class ResponsesWire : public WireFormat {
  public:
   ResponsesWire(Server& server, ResponsesRequest rr)
-      : rr_(std::move(rr)), model_(server.options().model_name) {
+      : server_(server), rr_(std::move(rr)), model_(server.options().model_name) {
     created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
 
@@ -420,7 +420,9 @@ class ResponsesWire : public WireFormat {
     if (!r.reasoning.empty()) output.push_back(ReasoningItem(ItemId("rs"), r.reasoning, "completed"));
     if (!r.content.empty() || r.calls.empty()) output.push_back(MessageItem(ItemId("msg"), r.content, "completed"));
     for (const toolcall::ToolCall& call : r.calls) output.push_back(CallItem(call.id, call.name, call.arguments, "completed"));
-    return Response(g, std::move(output));
+    json done = Response(g, std::move(output));
+    Keep(done);
+    return done;
   }
 
   std::string Begin(const Generation&) override { return Started(); }
@@ -472,6 +474,7 @@ class ResponsesWire : public WireFormat {
     std::string out = Close();
     if (!g.error().ok()) return out + Failed(g.error());
     json done = Response(g, items_);
+    Keep(done);
     const char* name = done["status"] == "incomplete" ? "response.incomplete" : "response.completed";
     return out + Event(name, {{"response", done}});
   }
@@ -486,6 +489,17 @@ class ResponsesWire : public WireFormat {
   enum class Kind { kNone, kReasoning, kMessage, kCall };
 
   bool custom() const { return rr_.custom.count(call_name_) > 0; }
+
+  // A stored response's body goes with its held context, for GET /v1/responses/{id}. The context was held
+  // before the final event reached the surface (Generation::LaunchForked); if it is not held (evicted
+  // already), there is nothing to keep.
+  void Keep(const json& done) {
+    if (!rr_.store) return;
+    std::lock_guard l(server_.contexts_mu());
+    auto it = server_.contexts().find(rr_.id);
+    // Dump: invalid UTF-8 (a character cut off by max_output_tokens) replaced, as in every body sent.
+    if (it != server_.contexts().end()) it->second.response_body = Dump(done);
+  }
 
   std::string ItemId(const char* prefix) {
     return std::string(prefix) + "_" + rr_.id.substr(5) + "_" + std::to_string(next_item_++);
@@ -608,6 +622,7 @@ class ResponsesWire : public WireFormat {
     return out;
   }
 
+  Server& server_;
   ResponsesRequest rr_;
   std::string model_;
   int64_t created_ = 0;
@@ -626,6 +641,21 @@ std::string NewResponseId(Server& server) {
   return "resp_" + server.NewContextId().substr(4);
 }
 
+// `previous_response_id`: the turn continues a fork of that response's held context (the previous response
+// stays as it was). False, with the 404 sent, when it is not held.
+bool ContinuePrevious(Server& server, const std::string& previous, Conversation* c, httplib::Response& res) {
+  // Pulled from the store first when sessions are shared (another instance made it, or it was evicted).
+  if (Status s = server.FetchSession(previous); !s.ok()) return SendStatus(res, s), false;
+  if (previous.rfind("resp_", 0) != 0 || server.HeldTokens(previous) == 0) {
+    SendError(res, 404, "previous response '" + previous + "' not found (it was not stored, or it was deleted or "
+              "evicted)", "previous_response_not_found", "previous_response_id");
+    return false;
+  }
+  c->session = previous;
+  c->fork_session = true;
+  return true;
+}
+
 }  // namespace
 
 void HandleResponses(Server& server, const httplib::Request& req, const std::string& raw, httplib::Response& res) {
@@ -634,15 +664,7 @@ void HandleResponses(Server& server, const httplib::Request& req, const std::str
   Conversation c;
   ResponsesRequest rr;
   if (Status s = ParseRequest(server, body, raw, &c, &rr); !s.ok()) return SendStatus(res, s);
-  if (!rr.previous.empty()) {
-    // Pulled from the store first when sessions are shared (another instance made it, or it was evicted).
-    if (Status s = server.FetchSession(rr.previous); !s.ok()) return SendStatus(res, s);
-    if (rr.previous.rfind("resp_", 0) != 0 || server.HeldTokens(rr.previous) == 0)
-      return SendError(res, 404, "previous response '" + rr.previous + "' not found (it was not stored, or it was "
-                       "deleted or evicted)", "previous_response_not_found", "previous_response_id");
-    c.session = rr.previous;
-    c.fork_session = true;  // the previous response stays as it was
-  }
+  if (!rr.previous.empty() && !ContinuePrevious(server, rr.previous, &c, res)) return;
   rr.id = NewResponseId(server);
   if (rr.store) c.store_as = rr.id;
   auto wire = std::make_shared<ResponsesWire>(server, std::move(rr));
@@ -669,6 +691,34 @@ void HandleDeleteResponse(Server& server, const std::string& id, httplib::Respon
     }
   }
   SendError(res, 404, "no stored response '" + id + "'", "not_found");
+}
+
+void HandleGetResponse(Server& server, const std::string& id, httplib::Response& res) {
+  {
+    std::lock_guard l(server.contexts_mu());
+    auto& held = server.contexts();
+    auto it = held.find(id);
+    if (id.rfind("resp_", 0) == 0 && it != held.end()) {
+      if (!it->second.response_body.empty()) return res.set_content(it->second.response_body, "application/json");
+      // Held without its body: restored from --state-dir or pulled from the store by another instance.
+      SendError(res, 404, "response '" + id + "' is held and can be continued with previous_response_id, but its "
+                "body is kept only by the instance that answered it, until it stops", "not_found");
+      return;
+    }
+  }
+  SendError(res, 404, "no stored response '" + id + "'", "not_found");
+}
+
+void HandleInputTokens(Server& server, const std::string& raw, httplib::Response& res) {
+  json body;
+  if (!ParseBody(raw, res, &body)) return;
+  Conversation c;
+  ResponsesRequest rr;
+  if (Status s = ParseRequest(server, body, raw, &c, &rr); !s.ok()) return SendStatus(res, s);
+  if (!rr.previous.empty() && !ContinuePrevious(server, rr.previous, &c, res)) return;
+  Result<size_t> n = CountPromptTokens(server, c);
+  if (!n.ok()) return SendStatus(res, n.status());
+  SendJson(res, {{"object", "response.input_tokens"}, {"input_tokens", *n}});
 }
 
 }  // namespace llamay::server

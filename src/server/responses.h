@@ -27,6 +27,13 @@ namespace llamay::server {
 void HandleResponses(Server& server, const httplib::Request& req, const std::string& body, httplib::Response& res);
 // DELETE /v1/responses/{id}: releases a stored response's context.
 void HandleDeleteResponse(Server& server, const std::string& id, httplib::Response& res);
+// GET /v1/responses/{id}: the stored response as it was answered (kept in memory with its context by the
+// instance that answered it; a response restored from --state-dir or another instance's is 404 here,
+// though previous_response_id continues it).
+void HandleGetResponse(Server& server, const std::string& id, httplib::Response& res);
+// POST /v1/responses/input_tokens: the input tokens a request would have (usage.input_tokens), counted
+// without running it: what its previous response holds and its input rendered after that.
+void HandleInputTokens(Server& server, const std::string& body, httplib::Response& res);
 
 }  // namespace llamay::server
 

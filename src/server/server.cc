@@ -72,8 +72,8 @@ Result<HeldContext> Server::TakeContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
-  HeldContext out{{std::move(it->second.context), std::move(it->second.tail), std::move(it->second.logits)}, false,
-                  it->second.generation};
+  HeldContext out = Held({std::move(it->second.context), std::move(it->second.tail), std::move(it->second.logits)});
+  out.generation = it->second.generation;
   it->second.busy = true;
   return out;
 }
@@ -106,7 +106,8 @@ Status Server::FetchSession(const std::string& id) {
   // back to the tail): stored logits would be the wrong position's.
   session.tail.insert(session.tail.end(), latest->tail.begin(), latest->tail.end());
   if (!session.tail.empty()) session.logits.clear();
-  contexts_[id] = HeldContext{std::move(session), false, latest->generation};
+  HeldContext& fetched = contexts_[id] = Held(std::move(session));
+  fetched.generation = latest->generation;
   return Status::Ok();
 }
 
@@ -135,6 +136,10 @@ void Server::ReturnContext(const std::string& id, HeldContext held) {
   LLAMAY_CHECK(held.context.valid());  // the engine hands a session's context back with every final event
   held.busy = false;
   held.generation = std::max(held.generation, it->second.generation);
+  // What the map's entry keeps while its context is lent: a stored response's body, and its place in the
+  // eviction order, now the newest (it was just used: a prompt_cache_key's context continued).
+  held.response_body = std::move(it->second.response_body);
+  held.stored_seq = it->second.stored_seq != 0 ? next_stored_seq_++ : 0;
   it->second = std::move(held);
 }
 
@@ -256,6 +261,13 @@ void Server::Routes() {
                [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
                  HandleResponses(*this, req, body, res);
                });
+  PostWithBody(h, "/v1/responses/input_tokens", options_.max_body_bytes,
+               [this](const httplib::Request&, httplib::Response& res, const std::string& body) {
+                 HandleInputTokens(*this, body, res);
+               });
+  h.Get(R"(/v1/responses/([A-Za-z0-9_]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGetResponse(*this, req.matches[1], res);
+  });
   h.Delete(R"(/v1/responses/([A-Za-z0-9_]+))", [this](const httplib::Request& req, httplib::Response& res) {
     HandleDeleteResponse(*this, req.matches[1], res);
   });

@@ -2,7 +2,7 @@
 //
 // Routes: GET /health, GET /metrics (Prometheus text), GET /v1/models, POST /v1/completions,
 // POST /v1/chat/completions (both with stream: true as server-sent events ending in "data: [DONE]"),
-// POST /v1/responses and DELETE /v1/responses/{id} (responses.h), POST /v1/messages and
+// POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/responses/input_tokens (responses.h), POST /v1/messages and
 // /v1/messages/count_tokens (messages.h), Ollama's /api/* (ollama.h), POST /v1/contexts, GET /v1/contexts,
 // POST /v1/contexts/{id}/fork?n=, GET /v1/contexts/{id}/snapshot, POST /v1/contexts/restore,
 // DELETE /v1/contexts/{id}. Each surface is one file that translates its wire format to a Conversation and
@@ -77,10 +77,13 @@ struct HeldContext : engine::Session {
   // A stored response's (Server::HoldResponse): when it was stored, for eviction oldest first; 0 for
   // other contexts (and responses loaded from --state-dir, evicted before any stored since).
   uint64_t stored_seq = 0;
+  // A stored response's body (JSON) as it was answered, for GET /v1/responses/{id}; empty for other
+  // contexts, and for responses this instance did not answer (restored from --state-dir or the store).
+  std::string response_body;
 };
 
 // A held context of `session`, not busy and never committed.
-inline HeldContext Held(engine::Session session) { return HeldContext{std::move(session), false, 0}; }
+inline HeldContext Held(engine::Session session) { return HeldContext{std::move(session), false, 0, 0, {}}; }
 
 class Server {
  public:

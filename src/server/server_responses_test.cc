@@ -157,6 +157,58 @@ TEST_F(ServerTest, AResponseThatWasNotStoredOrWasDeletedCannotBeContinued) {
             "previous_response_not_found");
 }
 
+// GET /v1/responses/{id} gives a stored response as it was answered, streamed or not, until it is deleted;
+// a response that was not stored, or is unknown, is 404.
+TEST_F(ServerTest, AStoredResponseCanBeRetrievedUntilItIsDeleted) {
+  auto get = [&](const json& id) { return client_->Get(("/v1/responses/" + id.get<std::string>()).c_str()); };
+  const json first = Post("/v1/responses", Request("hello there", 6));
+  auto got = get(first["id"]);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  EXPECT_EQ(json::parse(got->body), first);
+  // Streamed: the body is the one response.completed carried.
+  json req = Request("stream me", 6);
+  req["stream"] = true;
+  auto streamed = client_->Post("/v1/responses", req.dump(), "application/json");
+  ASSERT_TRUE(streamed);
+  json completed;
+  for (const auto& [name, data] : SseEvents(streamed->body))
+    if (data.contains("type") && (data["type"] == "response.completed" || data["type"] == "response.incomplete"))
+      completed = data["response"];
+  ASSERT_TRUE(completed.is_object()) << streamed->body;
+  got = get(completed["id"]);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(json::parse(got->body), completed);
+  // Deleted, never stored, or unknown: 404.
+  ASSERT_TRUE(client_->Delete(("/v1/responses/" + first["id"].get<std::string>()).c_str()));
+  EXPECT_EQ(get(first["id"])->status, 404);
+  json unstored = Request("hello");
+  unstored["store"] = false;
+  EXPECT_EQ(get(Post("/v1/responses", unstored)["id"])->status, 404);
+  EXPECT_EQ(get(json("resp_nothing"))->status, 404);
+  // A held context that is not a response is not one.
+  EXPECT_EQ(get(Post("/v1/contexts", {{"prompt", "some text"}})["id"])->status, 404);
+}
+
+// POST /v1/responses/input_tokens counts what the request would report as usage.input_tokens, new and
+// continued, without running it (nothing is stored).
+TEST_F(ServerTest, InputTokensCountsWhatTheResponseWouldUse) {
+  const json req = Request("count these words please", 4);
+  const json counted = Post("/v1/responses/input_tokens", req);
+  EXPECT_EQ(counted["object"], "response.input_tokens");
+  const json first = Post("/v1/responses", req);
+  EXPECT_EQ(counted["input_tokens"], first["usage"]["input_tokens"]);
+  const json next = {{"previous_response_id", first["id"]}, {"input", "and then?"}, {"max_output_tokens", 4},
+                     {"temperature", 0}};
+  const json counted_next = Post("/v1/responses/input_tokens", next);
+  EXPECT_EQ(counted_next["input_tokens"], Post("/v1/responses", next)["usage"]["input_tokens"]);
+  EXPECT_GT(counted_next["input_tokens"].get<size_t>(), counted["input_tokens"].get<size_t>());
+  // Errors as on /v1/responses.
+  EXPECT_EQ(Post("/v1/responses/input_tokens", {{"previous_response_id", "resp_gone"}, {"input", "x"}}, 404)
+                ["error"]["code"], "previous_response_not_found");
+  Post("/v1/responses/input_tokens", {{"model", "m"}}, 400);
+}
+
 TEST_F(ServerTest, AStoredResponseSurvivesARestartThroughTheStateDirectory) {
   const json first = Post("/v1/responses", Request("hello there", 6));
   const std::string dir = testing::TempDir() + "/llamay_responses_state_" + std::to_string(::getpid());
@@ -173,6 +225,11 @@ TEST_F(ServerTest, AStoredResponseSurvivesARestartThroughTheStateDirectory) {
   // New ids continue after the loaded ones.
   EXPECT_NE(next["id"], first["id"]);
   EXPECT_GT(server_->HeldTokens(first["id"]), 0u);
+  // Its body stayed with the instance that answered it.
+  auto got = client_->Get(("/v1/responses/" + first["id"].get<std::string>()).c_str());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 404);
+  EXPECT_NE(got->body.find("previous_response_id"), std::string::npos) << got->body;
   std::filesystem::remove_all(dir);
 }
 
@@ -187,6 +244,34 @@ TEST_F(ServerTest, StoredResponsesAreBoundedOldestFirst) {
   EXPECT_GT(server_->HeldTokens(ids[2]), 0u);
   EXPECT_EQ(Post("/v1/responses", {{"previous_response_id", ids[0]}, {"input", "x"}}, 404)["error"]["code"],
             "previous_response_not_found");
+}
+
+// A prompt_cache_key's context that a turn has just continued counts as the newest: the stored response
+// made before that turn goes first.
+TEST_F(ServerTest, AKeyedContextJustContinuedIsEvictedAfterOlderResponses) {
+  ServerOptions o;
+  o.max_stored_responses = 2;
+  Start(o);
+  json messages = json::array({{{"role", "system"}, {"content", kInstructions}}, {{"role", "user"}, {"content", "hi"}}});
+  const json turn = {{"max_tokens", 4}, {"temperature", 0}, {"prompt_cache_key", "k"}};
+  json req = turn;
+  req["messages"] = messages;
+  const json first = Post("/v1/chat/completions", req);
+  const std::string older = Post("/v1/responses", Request("an older response", 2))["id"];
+  messages.push_back(first["choices"][0]["message"]);
+  messages.push_back({{"role", "user"}, {"content", "and?"}});
+  req["messages"] = messages;
+  const json second = Post("/v1/chat/completions", req);
+  ASSERT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);  // the key continued
+  const std::string newer = Post("/v1/responses", Request("a newer response", 2))["id"];
+  EXPECT_EQ(server_->HeldTokens(older), 0u);
+  EXPECT_GT(server_->HeldTokens(newer), 0u);
+  size_t keyed = 0;
+  {
+    std::lock_guard l(server_->contexts_mu());
+    for (const auto& [id, held] : server_->contexts()) keyed += id.rfind("pck_", 0) == 0;
+  }
+  EXPECT_EQ(keyed, 1u);
 }
 
 TEST_F(ServerTest, APromptCacheKeyContinuesOneHeldContextForAClientThatSendsEverything) {

@@ -1,6 +1,7 @@
 // The Responses API through the official `openai` client and the OpenAI Agents SDK: responses.create,
 // streamed and not (the streamed events assemble into the non-streamed response at temperature 0);
-// previous_response_id continuing a stored response with cached_tokens > 0; the function-call round trip;
+// previous_response_id continuing a stored response with cached_tokens > 0, retrieved, counted by
+// input_tokens and deleted; the function-call round trip;
 // a custom tool whose input follows its grammar; text.format; and an Agents SDK agent loop with a
 // function tool over both of its model classes (Responses and Chat Completions). Whatever model run.sh
 // serves. Run by run.sh.
@@ -79,6 +80,16 @@ test('previous_response_id continues the stored response: only the new input is 
   assert.ok(second.usage.input_tokens - cached < first.usage.input_tokens / 2, JSON.stringify(second.usage));
   await assert.rejects(client.responses.create({ model, previous_response_id: 'resp_nope', input: 'x' }),
     (e) => e instanceof OpenAI.NotFoundError && e.code === 'previous_response_not_found');
+  // input_tokens counts what the turn reports, without running it; retrieve gives the response as answered
+  // until it is deleted.
+  const counted = await client.responses.inputTokens.count({ model, previous_response_id: first.id, input: 'And then?' });
+  assert.equal(counted.input_tokens, second.usage.input_tokens);
+  const got = await client.responses.retrieve(first.id);
+  assert.equal(got.id, first.id);
+  assert.equal(got.output_text, first.output_text);
+  assert.deepEqual(got.usage, first.usage);
+  await client.responses.delete(first.id);
+  await assert.rejects(client.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
 });
 
 test('the function-call round trip', async () => {
