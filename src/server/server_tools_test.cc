@@ -97,6 +97,35 @@ TEST(ServerTools, TheDefaultTemplateIsTheGenericFormatWithToolsInASystemMessage)
   EXPECT_EQ(r["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup");
 }
 
+// A named tool choice gives exactly one call, as OpenAI and vLLM do, with parallel_tool_calls unset (true):
+// a model that would go on calling (stories260K, which made call after call until max_tokens and cut the
+// last one off) stops after the first.
+TEST(ServerTools, ANamedToolChoiceGivesOneCall) {
+  const std::string stories = std::string(LLAMAY_SHARED_DIR) + "/ref/models/stories260K.gguf";
+  if (!std::filesystem::exists(stories)) GTEST_SKIP() << stories << " is absent";
+  for (int which = 0; which < 3; ++which) {
+    Served s;
+    if (which < 2) {
+      s = Serve(which == 0 ? kHermesStyle : "");
+    } else {
+      auto model = model::Model::Load(stories);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      s = Serve(std::move(*model));
+    }
+    for (int seed = 1; seed <= 4; ++seed) {
+      const json r = PostOk(s, {{"messages", json::array({{{"role", "user"}, {"content", "define cat"}}})},
+                                {"tools", Tools()},
+                                {"tool_choice", {{"type", "function"}, {"function", {{"name", "lookup"}}}}},
+                                {"max_tokens", 400}, {"temperature", 1.0}, {"seed", seed}});
+      const json& c = r["choices"][0];
+      EXPECT_EQ(c["finish_reason"], "tool_calls") << "seed " << seed << ": " << r.dump();
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << "seed " << seed << ": " << r.dump();
+      EXPECT_TRUE(json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr,
+                              false).is_object());
+    }
+  }
+}
+
 TEST(ServerTools, ASessionsNextTurnPrefillsOnlyItsNewMessages) {
   Served s = Serve("");  // the generic format: tools described in a system message
   auto created = s.client->Post("/v1/contexts", "{}", "application/json");

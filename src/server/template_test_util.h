@@ -61,16 +61,12 @@ struct Served {
   std::unique_ptr<httplib::Client> client;
 };
 
-// The demo model with `tmpl` behind a server on a loopback port.
-inline Served Serve(const std::string& tmpl) {
+// `model` behind a server on a loopback port.
+inline Served Serve(std::unique_ptr<model::Model> model) {
   Served s;
-  auto file = gguf::File::FromBuffer(DemoWithTemplate(tmpl));
-  EXPECT_TRUE(file.ok());
-  auto m = model::Model::FromFile(std::move(*file));
-  EXPECT_TRUE(m.ok());
-  auto tok = tokenizer::Tokenizer::FromGguf((*m)->file());
+  auto tok = tokenizer::Tokenizer::FromGguf(model->file());
   EXPECT_TRUE(tok.ok());
-  auto e = engine::Engine::Create(std::move(*m), std::move(*tok), {});
+  auto e = engine::Engine::Create(std::move(model), std::move(*tok), {});
   EXPECT_TRUE(e.ok());
   s.engine = std::move(*e);
   ServerOptions o;
@@ -80,6 +76,15 @@ inline Served Serve(const std::string& tmpl) {
   s.client = std::make_unique<httplib::Client>("127.0.0.1", s.server->port());
   s.client->set_read_timeout(kClientTimeoutSeconds, 0);
   return s;
+}
+
+// The demo model with `tmpl` behind a server on a loopback port.
+inline Served Serve(const std::string& tmpl) {
+  auto file = gguf::File::FromBuffer(DemoWithTemplate(tmpl));
+  EXPECT_TRUE(file.ok());
+  auto m = model::Model::FromFile(std::move(*file));
+  EXPECT_TRUE(m.ok());
+  return Serve(std::move(*m));
 }
 
 }  // namespace llamay::server

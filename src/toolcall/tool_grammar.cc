@@ -40,6 +40,8 @@ Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>&
     return InvalidArgumentError("tool_choice \"none\" has no tool-call grammar");
   }
   if (tools.empty()) return InvalidArgumentError("a tool-call grammar needs tools");
+  // A named function is called once, as OpenAI and vLLM do: parallel calls are for "auto" and "required".
+  if (choice.mode == ToolChoice::Mode::kNamed) parallel = false;
   if (internal::IsXmlFormat(format)) {
     return internal::XmlToolCallGbnf(format, tools, choice, parallel, answer_schema);
   }

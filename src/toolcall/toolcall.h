@@ -150,7 +150,7 @@ nlohmann::ordered_json MessagesWithToolPrompt(ToolFormat format, const nlohmann:
 // The GBNF (root rule `root`) of the tool-call part of an answer in `format`: it starts with the format's
 // trigger text (nothing before it), constrains the name to the allowed functions (only the named one for
 // kNamed) and each call's arguments to that function's schema, allows one call (or several when
-// `parallel`), then ends. Everything it accepts parses with ParseToolCalls into calls whose arguments
+// `parallel`, except for kNamed: a named function is called once, as OpenAI's and vLLM's), then ends. Everything it accepts parses with ParseToolCalls into calls whose arguments
 // validate against their schemas. InvalidArgument for tool_choice "none", no tools, an unknown named
 // function, or a schema grammar/json_schema.h refuses.
 //

@@ -164,16 +164,20 @@ TEST(ToolCallGbnf, AnAnswerSchemaIsTheOtherChoice) {
   EXPECT_NE(refused.status().message().find("response format"), std::string::npos);
 }
 
-TEST(ToolCallGbnf, NamedAllowsOnlyThatFunction) {
+// A named function is called exactly once, whatever `parallel` says.
+TEST(ToolCallGbnf, NamedAllowsOnlyThatFunctionOnce) {
   const auto tools = Tools();
   for (ToolFormat f : kFormats) {
     SCOPED_TRACE(ToolFormatName(f));
-    auto g = Compile(f, tools, {ToolChoice::Mode::kNamed, "add"}, /*parallel=*/false);
-    ASSERT_NE(g, nullptr);
-    EXPECT_TRUE(Matches(g, Render(f, {{"add", R"({"a": 1, "b": 2})"}})));
-    EXPECT_FALSE(Matches(g, Render(f, {{"get_weather", R"({"city": "Paris"})"}})));
-    EXPECT_FALSE(Matches(g, Render(f, {{"ping", "{}"}})));
-    EXPECT_FALSE(Matches(g, Render(f, {{"add", R"({"a": "1", "b": 2})"}})));
+    for (bool parallel : {false, true}) {
+      auto g = Compile(f, tools, {ToolChoice::Mode::kNamed, "add"}, parallel);
+      ASSERT_NE(g, nullptr);
+      EXPECT_TRUE(Matches(g, Render(f, {{"add", R"({"a": 1, "b": 2})"}})));
+      EXPECT_FALSE(Matches(g, Render(f, {{"add", R"({"a": 1, "b": 2})"}, {"add", R"({"a": 3, "b": 4})"}})));
+      EXPECT_FALSE(Matches(g, Render(f, {{"get_weather", R"({"city": "Paris"})"}})));
+      EXPECT_FALSE(Matches(g, Render(f, {{"ping", "{}"}})));
+      EXPECT_FALSE(Matches(g, Render(f, {{"add", R"({"a": "1", "b": 2})"}})));
+    }
   }
 }
 

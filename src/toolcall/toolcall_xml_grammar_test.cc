@@ -183,6 +183,12 @@ TEST(XmlGrammar, NamedTriggersAnswerSchemaErrors) {
     auto named = Compile(f, tools, {ToolChoice::Mode::kNamed, "ping"}, false);
     EXPECT_TRUE(Matches(named, Write(f, "ping", {})));
     EXPECT_FALSE(Matches(named, Write(f, "get_weather", {{"city", "Paris"}})));
+    // A named function is called once even when parallel calls are allowed (they are, for "required").
+    const std::string twice = Write(f, "ping", {}) + "\n" + Write(f, "ping", {});
+    EXPECT_TRUE(Matches(Compile(f, tools, {ToolChoice::Mode::kRequired, ""}, true), twice));
+    auto named_parallel = Compile(f, tools, {ToolChoice::Mode::kNamed, "ping"}, true);
+    EXPECT_TRUE(Matches(named_parallel, Write(f, "ping", {})));
+    EXPECT_FALSE(Matches(named_parallel, twice));
 
     auto lazy = Compile(f, tools, {ToolChoice::Mode::kAuto, ""}, true);
     grammar::Matcher m(lazy, grammar::testing::ByteVocab());
