@@ -138,18 +138,23 @@ class DeltaNetBlock {
 // gemma3), per HParams::ffn_act.
 class FfnBlock {
  public:
-  explicit FfnBlock(Step& step);
-  void Run(uint32_t layer, const float* xn, float* out);  // xn, out: [T][n_embd]
+  // n_ff: the width (HParams::n_ff for the layers' dense FFN; a MoE's shared expert has its own).
+  FfnBlock(Step& step, uint32_t n_ff);
+  void Run(uint32_t layer, const float* xn, float* out);  // the layer's dense FFN; xn, out: [T][n_embd]
+  // The same with these weights: gate, up [n_ff][n_embd], down [n_embd][n_ff].
+  void Run(const Tensor& gate, const Tensor& up, const Tensor& down, const float* xn, float* out);
 
  private:
   Step& step_;
+  int64_t n_ff_;
   std::vector<float> gate_, up_, act_;  // [T][n_ff]
 };
 
 // The mixture-of-experts FFN (MoeParams): router logits, gating and the top k per token (Route), then the
 // step's (token, slot) pairs grouped by expert: every used expert's gate and up products over its tokens'
 // rows run in one parallel loop (kernels::MatMulBatch, threads split across (expert, row block)), SwiGLU,
-// the down products likewise, and each token's weighted sum over its k experts in slot order.
+// the down products likewise, and each token's weighted sum over its k experts in slot order; then, with a
+// shared expert, its output (times sigmoid(ffn_gate_inp_shexp x) when gated) is added.
 // Determinism: the input is quantised once per token and its rows only copied into expert order; the
 // kernels give a row the same bits whatever rows it is multiplied with; routing and the sum are per token.
 // So a token's output does not depend on the batch, the thread count or how a prompt was split.
@@ -173,6 +178,9 @@ class MoeBlock {
   std::vector<kernels::Product> products_;
   std::vector<float> gate_, up_, act_;  // [T*k][n_ff_expert], grouped
   std::vector<float> down_;             // [T*k][n_embd], grouped
+  std::optional<FfnBlock> shared_;      // the shared expert, when MoeParams::n_ff_shared > 0
+  std::vector<float> shared_out_;       // [T][n_embd]
+  std::vector<float> shared_gate_;      // [T]: the gate's logit, then its sigmoid
 };
 
 }  // namespace llamay::model::internal

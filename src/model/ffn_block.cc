@@ -4,8 +4,8 @@
 
 namespace llamay::model::internal {
 
-FfnBlock::FfnBlock(Step& step) : step_(step) {
-  const size_t n = static_cast<size_t>(step.n_tokens) * step.hp.n_ff;
+FfnBlock::FfnBlock(Step& step, uint32_t n_ff) : step_(step), n_ff_(n_ff) {
+  const size_t n = static_cast<size_t>(step.n_tokens) * n_ff;
   gate_.resize(n);
   up_.resize(n);
   act_.resize(n);
@@ -13,17 +13,21 @@ FfnBlock::FfnBlock(Step& step) : step_(step) {
 
 void FfnBlock::Run(uint32_t layer, const float* xn, float* out) {
   const LayerWeights& L = step_.w.layers[layer];
-  const int64_t E = step_.hp.n_embd, F = step_.hp.n_ff;
+  Run(L.w_gate, L.w_up, L.w_down, xn, out);
+}
+
+void FfnBlock::Run(const Tensor& gate, const Tensor& up, const Tensor& down, const float* xn, float* out) {
+  const int64_t E = step_.hp.n_embd, F = n_ff_;
   step_.linear.NewInput();
-  step_.linear.Mul(L.w_gate, xn, E, gate_.data());
-  step_.linear.Mul(L.w_up, xn, E, up_.data());
+  step_.linear.Mul(gate, xn, E, gate_.data());
+  step_.linear.Mul(up, xn, E, up_.data());
   if (step_.hp.ffn_act == FfnActivation::kGeGlu) {
     kernels::GeGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
   } else {
     kernels::SwiGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
   }
   step_.linear.NewInput();
-  step_.linear.Mul(L.w_down, act_.data(), F, out);
+  step_.linear.Mul(down, act_.data(), F, out);
 }
 
 }  // namespace llamay::model::internal

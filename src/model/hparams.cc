@@ -169,23 +169,34 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + "expert_feed_forward_length", 1, 1 << 20));
   if (f.Has(a + "expert_shared_feed_forward_length")) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_ff_shared, GetU32(f, a + "expert_shared_feed_forward_length", 0, 1 << 20));
-    // MoeBlock does not compute a shared expert yet: refused by name rather than silently left out.
-    if (m.n_ff_shared != 0)
-      return UnimplementedError("model: " + a + "expert_shared_feed_forward_length: shared experts are not supported yet");
   }
   if (f.Has(a + "leading_dense_block_count")) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_dense_lead, GetU32(f, a + "leading_dense_block_count", 0, hp->n_layer));
   }
   m.weights_scale = static_cast<float>(f.GetFloatOr(a + "expert_weights_scale", 1.0));
   if (!(m.weights_scale > 0.0f)) return InvalidArgumentError("model: " + a + "expert_weights_scale must be positive");
+  // Each architecture's fixed choices (llama.cpp's): its gating, whether the top k are renormalised, and
+  // whether it has a shared expert, gated by sigmoid(ffn_gate_inp_shexp x).
+  bool has_shared = false;
   switch (hp->arch) {
     case Arch::kQwen3Moe:
       m.gating = MoeGating::kSoftmax;
       m.norm_topk = true;
       break;
+    case Arch::kQwen2Moe:
+      m.gating = MoeGating::kSoftmax;
+      m.norm_topk = false;
+      has_shared = m.shared_gated = true;
+      break;
     default:
       break;
   }
+  if (has_shared && m.n_ff_shared == 0)
+    return InvalidArgumentError("model: " + a + "expert_shared_feed_forward_length is missing (" + hp->arch_name +
+                                " has a shared expert)");
+  if (!has_shared && m.n_ff_shared != 0)
+    return UnimplementedError("model: " + a + "expert_shared_feed_forward_length: " + hp->arch_name +
+                              " has no shared expert");
   m.norm_topk = f.GetBoolOr(a + "expert_weights_norm", m.norm_topk);
   for (uint32_t l = 0; l < hp->n_layer; ++l) hp->ffns[l] = l < m.n_dense_lead ? FfnKind::kDense : FfnKind::kMoe;
   return Status::Ok();
@@ -219,6 +230,10 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.arch = Arch::kQwen3;
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
+  } else if (hp.arch_name == "qwen2moe") {
+    hp.arch = Arch::kQwen2Moe;
+    hp.rope_type = RopeType::kNeox;
+    hp.qkv_bias = true;
   } else if (hp.arch_name == "qwen3moe") {
     hp.arch = Arch::kQwen3Moe;
     hp.rope_type = RopeType::kNeox;
@@ -243,7 +258,7 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else {
     return UnimplementedError(
         "model: architecture '" + hp.arch_name +
-        "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3)");
+        "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
@@ -251,7 +266,7 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   hp.n_ctx_train = static_cast<uint32_t>(f.GetIntOr(a + "context_length", 2048));
   hp.rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
-  if (hp.arch == Arch::kQwen3Moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
+  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
   if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
   }

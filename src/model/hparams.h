@@ -5,6 +5,8 @@
 //     q/k RMS norm, rope NEOX): every layer is attention + SwiGLU FFN;
 //   - qwen3moe (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): qwen3's attention, a mixture of experts in every layer
 //     (softmax gating, top k renormalised, no shared expert);
+//   - qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B): qwen2's attention, a mixture of experts in every layer
+//     (softmax gating, top k not renormalised) and a shared expert gated by sigmoid(ffn_gate_inp_shexp x);
 //   - mamba2: every layer is a Mamba-2 mixer, no FFN;
 //   - granitehybrid (Granite 4.0-H): per layer a Mamba-2 mixer or GQA attention (head_count_kv is an array
 //     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings;
@@ -34,7 +36,7 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU, gemma).
@@ -93,7 +95,6 @@ struct MoeParams {
   bool norm_topk = false;       // renormalise the chosen weights to sum 1
   float weights_scale = 1.0f;   // expert_weights_scale
   uint32_t n_ff_shared = 0;     // the shared expert's width (expert_shared_feed_forward_length); 0: none
-                                // (not computed yet: ReadHParams refuses a file that declares one)
   bool shared_gated = false;    // the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp x)
   uint32_t n_dense_lead = 0;    // leading_dense_block_count: the first layers have a dense FFN instead
 };

@@ -122,7 +122,7 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
     if (m == MixerKind::kMamba2 && !mamba2) mamba2.emplace(step);
     if (m == MixerKind::kGatedDeltaNet && !delta_net) delta_net.emplace(step);
   }
-  if (hp_.has_dense_ffn()) ffn.emplace(step);
+  if (hp_.has_dense_ffn()) ffn.emplace(step, hp_.n_ff);
   if (hp_.has_moe()) moe.emplace(step);
   for (uint32_t li = 0; li < hp_.n_layer; ++li) {
     const LayerWeights& L = w_.layers[li];

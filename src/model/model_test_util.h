@@ -57,11 +57,14 @@ inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
   return p;
 }
 
-// A small qwen3moe (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
-// vocabulary): `llamay model synth --shape qwen3moe` with the flags of testdata/make_moe_ref.py.
-inline SyntheticSpec TinyMoeSpec(TensorType type) {
-  SyntheticSpec s = Qwen3MoeShape(type, 3);
-  s.name = "tiny-qwen3moe";
+// A small mixture of experts (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
+// vocabulary; qwen2moe: a shared expert of 96): `llamay model synth --shape qwen3moe|qwen2moe` with the
+// flags of testdata/make_moe_ref.py.
+inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = SyntheticArch::kQwen3Moe) {
+  const bool qwen2 = arch == SyntheticArch::kQwen2Moe;
+  SyntheticSpec s = qwen2 ? Qwen2MoeShape(type, 3) : Qwen3MoeShape(type, 3);
+  s.name = qwen2 ? "tiny-qwen2moe" : "tiny-qwen3moe";
+  if (qwen2) s.n_ff_shared = 96;
   s.n_vocab = 512;
   s.n_embd = 128;
   s.n_head = 4;
@@ -73,9 +76,11 @@ inline SyntheticSpec TinyMoeSpec(TensorType type) {
   return s;
 }
 
-// The GGUF `f` without the keys `dropped`, with what `extra` sets, as a buffer.
+// The GGUF `f` without the keys `dropped` (and the tensors `dropped_tensors`), with what `extra` sets, as a
+// buffer.
 inline std::vector<uint8_t> RewriteKeys(const gguf::File& f, const std::vector<std::string>& dropped,
-                                        const std::function<void(gguf::Writer&)>& extra) {
+                                        const std::function<void(gguf::Writer&)>& extra,
+                                        const std::vector<std::string>& dropped_tensors = {}) {
   gguf::Writer w;
   for (auto key : f.Keys()) {
     const std::string k(key);
@@ -107,8 +112,10 @@ inline std::vector<uint8_t> RewriteKeys(const gguf::File& f, const std::vector<s
     }
   }
   extra(w);
-  for (const auto& t : f.tensors())
+  for (const auto& t : f.tensors()) {
+    if (std::find(dropped_tensors.begin(), dropped_tensors.end(), t.name) != dropped_tensors.end()) continue;
     EXPECT_TRUE(w.AddTensor(t.name, t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
+  }
   return w.Finish();
 }
 

@@ -20,6 +20,11 @@ MoeBlock::MoeBlock(Step& step) : step_(step) {
   up_.resize(gate_.size());
   act_.resize(gate_.size());
   down_.resize(T * k * step.hp.n_embd);
+  if (m.n_ff_shared > 0) {
+    shared_.emplace(step, m.n_ff_shared);
+    shared_out_.resize(T * step.hp.n_embd);
+    if (m.shared_gated) shared_gate_.resize(T);
+  }
 }
 
 void MoeBlock::Route(const float* logits, float* probs, int32_t* chosen, float* weights) const {
@@ -136,6 +141,21 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
     pool->ParallelFor(T, combine);
   } else {
     combine(0, 0);
+  }
+
+  // 6. The shared expert, which every token runs: its output is added, scaled by its gate when it has one.
+  if (!shared_) return;
+  shared_->Run(L.gate_shexp, L.up_shexp, L.down_shexp, xn, shared_out_.data());
+  if (m.shared_gated) {
+    step_.linear.NewInput();
+    step_.linear.Mul(L.gate_inp_shexp, xn, E, shared_gate_.data());  // [T][1]
+    Sigmoid(shared_gate_.data(), T, shared_gate_.data());
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    const float g = m.shared_gated ? shared_gate_[t] : 1.0f;
+    float* o = &out[t * E];
+    const float* s = &shared_out_[t * E];
+    for (int64_t i = 0; i < E; ++i) o[i] = o[i] + g * s[i];
   }
 }
 

@@ -1,5 +1,6 @@
-// The mixture-of-experts FFN (qwen3moe): the hyperparameters and expert tensors a file must have, parity
-// with llama.cpp on a small synthetic model (testdata/moe_ref.json, written by testdata/make_moe_ref.py),
+// The mixture-of-experts FFN (qwen3moe, qwen2moe): the hyperparameters and expert tensors a file must have,
+// parity with llama.cpp on small synthetic models (testdata/moe_ref_*.json, written by
+// testdata/make_moe_ref.py),
 // and the grouping of a batch's tokens by expert changing no token's bits. The determinism contract's own
 // tests (model_test.cc, Determinism) run on this model too.
 #include <gtest/gtest.h>
@@ -72,7 +73,7 @@ TEST(MoeHParams, BadExpertDeclarationsAreClearErrors) {
       {"qwen3moe.expert_used_count", 0, "expert_used_count"},
       {"qwen3moe.expert_count", 8, "ffn_gate_inp"},            // the router and the slabs say 16
       {"qwen3moe.expert_feed_forward_length", 32, "ffn_gate_exps"},
-      {"qwen3moe.expert_shared_feed_forward_length", 64, "shared experts are not supported"},
+      {"qwen3moe.expert_shared_feed_forward_length", 64, "qwen3moe has no shared expert"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key);
@@ -83,6 +84,34 @@ TEST(MoeHParams, BadExpertDeclarationsAreClearErrors) {
     ASSERT_FALSE(m.ok()) << c.key << " = " << c.value;
     EXPECT_NE(m.status().message().find(c.expect), std::string::npos) << m.status().ToString();
   }
+}
+
+TEST(MoeHParams, Qwen2MoeHasAGatedSharedExpert) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kQwen2Moe));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto f = gguf::File::FromBuffer(*bytes);
+  ASSERT_TRUE(f.ok());
+  auto m = Load(*bytes);
+  ASSERT_NE(m, nullptr);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kQwen2Moe);
+  EXPECT_EQ(hp.moe.gating, MoeGating::kSoftmax);
+  EXPECT_FALSE(hp.moe.norm_topk);
+  EXPECT_EQ(hp.moe.n_ff_shared, 96u);
+  EXPECT_TRUE(hp.moe.shared_gated);
+  EXPECT_TRUE(hp.qkv_bias);
+  EXPECT_FALSE(hp.qk_norm);
+  // Its shared expert's width and gate are required, by name.
+  auto no_width = Model::FromFile(*gguf::File::FromBuffer(
+      test_util::RewriteKeys(*f, {"qwen2moe.expert_shared_feed_forward_length"}, [](gguf::Writer&) {})));
+  ASSERT_FALSE(no_width.ok());
+  EXPECT_NE(no_width.status().message().find("expert_shared_feed_forward_length is missing"), std::string::npos)
+      << no_width.status().ToString();
+  auto no_gate = Model::FromFile(*gguf::File::FromBuffer(
+      test_util::RewriteKeys(*f, {}, [](gguf::Writer&) {}, {"blk.1.ffn_gate_inp_shexp.weight"})));
+  ASSERT_FALSE(no_gate.ok());
+  EXPECT_NE(no_gate.status().message().find("blk.1.ffn_gate_inp_shexp.weight"), std::string::npos)
+      << no_gate.status().ToString();
 }
 
 // log-softmax in double: what llama.cpp's top_logprobs are.
@@ -98,14 +127,18 @@ std::vector<double> LogProbs(const float* logits, size_t n) {
 
 // llama.cpp's distributions at every step of three prompts (6, 40 and 100 tokens) and four continuations:
 // each of its top 16 tokens' log-probability within 1e-4 of llamay's (measured: a few 1e-6), and the same
-// most probable token. A routing mistake (another gating, no renormalisation, a wrong tie or slot order
-// with weights that differ) moves them by far more.
-TEST(MoeParity, MatchesLlamaCpp) {
-  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref.json");
+// most probable token. A routing mistake (another gating, no renormalisation where there is one or one
+// where there is none, a wrong tie or slot order with weights that differ, a shared expert or its gate left
+// out) moves them by far more.
+class MoeParity : public testing::TestWithParam<SyntheticArch> {};
+
+TEST_P(MoeParity, MatchesLlamaCpp) {
+  const std::string name = GetParam() == SyntheticArch::kQwen2Moe ? "qwen2moe" : "qwen3moe";
+  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref_" + name + ".json");
   ASSERT_TRUE(in.good());
   const nlohmann::json ref = nlohmann::json::parse(in);
-  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kF32));
-  ASSERT_TRUE(bytes.ok());
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kF32, GetParam()));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   char fnv[17];
   std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(Fnv1a(*bytes)));
   ASSERT_EQ(std::string(fnv), ref["model_fnv1a"].get<std::string>())
@@ -134,28 +167,36 @@ TEST(MoeParity, MatchesLlamaCpp) {
       if (step < next.size()) logits = Steps(*m, ctx, std::span(&next[step], 1), false);
     }
   }
-  std::printf("max |logprob - llama.cpp| = %.2e\n", worst);
+  std::printf("%s: max |logprob - llama.cpp| = %.2e\n", name.c_str(), worst);
 }
+
+INSTANTIATE_TEST_SUITE_P(Arch, MoeParity, testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe),
+                         [](const auto& info) {
+                           return std::string(info.param == SyntheticArch::kQwen2Moe ? "qwen2moe" : "qwen3moe");
+                         });
 
 // Prefill groups the batch's (token, slot) pairs by expert and multiplies each expert's rows together;
 // every token must still get the bits it gets alone (decoded one at a time), in f32 and in Q8_0, with a
 // prompt long enough that experts get many rows (more than a token tile) and others none.
 TEST(MoeDeterminism, GroupingByExpertChangesNoTokensBits) {
-  for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
-    auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type));
-    ASSERT_TRUE(bytes.ok());
-    auto m = Load(std::move(*bytes));
-    ASSERT_NE(m, nullptr);
-    const std::vector<int32_t> prompt = test_util::Prompt(150, 11);
-    auto cache = NewCache(*m, 64);
-    kv::Context batched = cache->NewContext(), single = cache->NewContext();
-    const std::vector<float> all = Steps(*m, batched, prompt, true);
-    std::vector<float> one_by_one;
-    for (const int32_t& t : prompt) {
-      const std::vector<float> l = Steps(*m, single, std::span(&t, 1), true);
-      one_by_one.insert(one_by_one.end(), l.begin(), l.end());
+  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe}) {
+    for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
+      SCOPED_TRACE(std::string(TensorTypeName(type)) + (arch == SyntheticArch::kQwen2Moe ? ", qwen2moe" : ", qwen3moe"));
+      auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type, arch));
+      ASSERT_TRUE(bytes.ok());
+      auto m = Load(std::move(*bytes));
+      ASSERT_NE(m, nullptr);
+      const std::vector<int32_t> prompt = test_util::Prompt(150, 11);
+      auto cache = NewCache(*m, 64);
+      kv::Context batched = cache->NewContext(), single = cache->NewContext();
+      const std::vector<float> all = Steps(*m, batched, prompt, true);
+      std::vector<float> one_by_one;
+      for (const int32_t& t : prompt) {
+        const std::vector<float> l = Steps(*m, single, std::span(&t, 1), true);
+        one_by_one.insert(one_by_one.end(), l.begin(), l.end());
+      }
+      EXPECT_TRUE(Same(all, one_by_one));
     }
-    EXPECT_TRUE(Same(all, one_by_one)) << TensorTypeName(type);
   }
 }
 

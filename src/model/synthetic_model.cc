@@ -115,7 +115,11 @@ Status CheckSpec(const SyntheticSpec& spec) {
     return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
                                 " does not fit the shape");
   if (spec.arch == SyntheticArch::kLlama) return Status::Ok();
-  if (spec.arch == SyntheticArch::kQwen3Moe) {
+  if (spec.arch == SyntheticArch::kQwen3Moe || spec.arch == SyntheticArch::kQwen2Moe) {
+    if ((spec.n_ff_shared != 0) != (spec.arch == SyntheticArch::kQwen2Moe) ||
+        spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0)
+      return InvalidArgumentError("synthetic model: qwen2moe needs a shared expert (a multiple of the type's block), "
+                                  "qwen3moe has none");
     if (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert)
       return InvalidArgumentError("synthetic model: 1 <= n_expert_used <= n_expert");
     if (spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 || HeadDim(spec) % 2 != 0 ||
@@ -188,11 +192,26 @@ SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer) {
   return s;
 }
 
+SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s = Qwen3MoeShape(type, n_layer);
+  s.arch = SyntheticArch::kQwen2Moe;
+  s.name = "llamay-qwen2moe-a2.7b-shape";
+  s.n_head = 16;
+  s.n_head_kv = 16;
+  s.head_dim = 128;
+  s.n_expert = 60;
+  s.n_expert_used = 4;
+  s.n_ff_expert = 1408;
+  s.n_ff_shared = 5632;
+  return s;
+}
+
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
   const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
-  const bool moe = spec.arch == SyntheticArch::kQwen3Moe;
-  const std::string arch = hybrid ? "granitehybrid" : moe ? "qwen3moe" : "llama";
+  const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
+  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe;
+  const std::string arch = hybrid ? "granitehybrid" : qwen2moe ? "qwen2moe" : moe ? "qwen3moe" : "llama";
   const std::string a = arch + ".";
   const uint32_t head_dim = HeadDim(spec);
   Builder b(spec);
@@ -219,6 +238,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "expert_count", spec.n_expert);
     w.SetUint32(a + "expert_used_count", spec.n_expert_used);
     w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
+    if (qwen2moe) w.SetUint32(a + "expert_shared_feed_forward_length", spec.n_ff_shared);
   }
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (hybrid) {
@@ -240,7 +260,11 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
-      if (moe) {
+      if (qwen2moe) {
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_q.bias", {spec.n_head * head_dim}, 0.0f, 0.1f));
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_k.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_v.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
+      } else if (moe) {
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", head_dim));
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", head_dim));
       }
@@ -255,6 +279,14 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_up_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_down_exps.weight", X, E, F, 1.0f, spec.type));
+      if (qwen2moe) {
+        const uint32_t S = spec.n_ff_shared;
+        // [n_embd], one row of variance 1/n_embd, as the published files have it (1-D).
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_inp_shexp.weight", {E}, 0.0f, std::sqrt(3.0f / static_cast<float>(E))));
+        LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_shexp.weight", S, E));
+        LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_up_shexp.weight", S, E));
+        LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_down_shexp.weight", E, S));
+      }
       continue;
     }
     LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", spec.n_ff, spec.n_embd));

@@ -8,7 +8,9 @@
 //   - qwen3moe (Qwen3-30B-A3B's layer): attention with per-head q/k norms (head_dim may differ from
 //     n_embd / n_head), rope NEOX base 1e6, and a mixture of n_expert experts of n_ff_expert, n_expert_used
 //     per token, in every layer; the router (ffn_gate_inp) is f32 as in the published files, the experts
-//     3-D tensors [n_embd][n_ff_expert][n_expert] (down: [n_ff_expert][n_embd][n_expert]) in `type`.
+//     3-D tensors [n_embd][n_ff_expert][n_expert] (down: [n_ff_expert][n_embd][n_expert]) in `type`;
+//   - qwen2moe (Qwen1.5-MoE's layer): qwen3moe's, but attention with q/k/v biases and no q/k norms, and a
+//     shared expert of n_ff_shared (ffn_{gate,up,down}_shexp in `type`) gated by ffn_gate_inp_shexp (f32).
 //
 // Weights are uniform with variance 1/fan_in from an integer PRNG (no libm), so the bytes are identical on
 // every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms and the
@@ -28,7 +30,7 @@
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe };
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe };
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -51,11 +53,13 @@ struct SyntheticSpec {
   uint32_t ssm_n_head = 32;
   uint32_t ssm_n_group = 1;
   uint32_t ssm_d_conv = 4;
-  // qwen3moe only: head_dim (0: n_embd / n_head) and the experts.
+  // qwen3moe and qwen2moe only: head_dim (0: n_embd / n_head) and the experts (qwen2moe: the shared one's
+  // width too).
   uint32_t head_dim = 0;
   uint32_t n_expert = 8;
   uint32_t n_expert_used = 2;
   uint32_t n_ff_expert = 256;
+  uint32_t n_ff_shared = 0;
 };
 
 // The peer model's shape (see the header comment) in `type`.
@@ -70,6 +74,10 @@ SyntheticSpec HybridShape(TensorType type);
 // Qwen3-30B-A3B's layer shape (dim 2048, 32 / 4 heads of 128, 128 experts of 768, 8 used) with vocab 32000
 // and `n_layer` layers (about 1.5B parameters for 8), in `type`: the MoE benchmark shape.
 SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer = 8);
+
+// Qwen1.5-MoE-A2.7B's layer shape (dim 2048, 16 heads of 128, 60 experts of 1408, 4 used, a shared expert of
+// 5632) with vocab 32000 and `n_layer` layers, in `type`.
+SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer = 8);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

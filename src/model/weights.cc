@@ -153,6 +153,14 @@ Status BindMoe(Binder& b, const std::string& p, const HParams& hp, LayerWeights*
   LLAMAY_ASSIGN_OR_RETURN(l->gate_exps, b.GetExperts(p + "ffn_gate_exps.weight", X, F, E));
   LLAMAY_ASSIGN_OR_RETURN(l->up_exps, b.GetExperts(p + "ffn_up_exps.weight", X, F, E));
   LLAMAY_ASSIGN_OR_RETURN(l->down_exps, b.GetExperts(p + "ffn_down_exps.weight", X, E, F));
+  if (const int64_t S = hp.moe.n_ff_shared; S > 0) {
+    LLAMAY_ASSIGN_OR_RETURN(l->gate_shexp, b.Get(p + "ffn_gate_shexp.weight", S, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l->up_shexp, b.Get(p + "ffn_up_shexp.weight", S, E, true));
+    LLAMAY_ASSIGN_OR_RETURN(l->down_shexp, b.Get(p + "ffn_down_shexp.weight", E, S, true));
+    if (hp.moe.shared_gated) {
+      LLAMAY_ASSIGN_OR_RETURN(l->gate_inp_shexp, b.Get(p + "ffn_gate_inp_shexp.weight", 1, E, true));
+    }
+  }
   return Status::Ok();
 }
 

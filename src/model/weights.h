@@ -67,6 +67,9 @@ struct LayerWeights {
   Tensor w_gate, w_up, w_down;  // dense: [n_ff][n_embd] x2, [n_embd][n_ff]
   Tensor router;                // [X][n_embd] (GGUF ffn_gate_inp)
   Tensor gate_exps, up_exps, down_exps;  // X slabs of [F][n_embd] x2, [n_embd][F] (GGUF ffn_*_exps)
+  // The shared expert (MoeParams::n_ff_shared = S), a SwiGLU FFN every token runs, and its gate.
+  Tensor gate_shexp, up_shexp, down_shexp;  // [S][n_embd] x2, [n_embd][S] (GGUF ffn_*_shexp)
+  Tensor gate_inp_shexp;                    // [1][n_embd] (GGUF ffn_gate_inp_shexp), when shared_gated
   // HParams::post_norms (gemma3): RMS norms of the mixer's and the FFN's outputs, before their residual
   // adds (GGUF post_attention_norm, post_ffw_norm); absent otherwise.
   Tensor attn_post_norm, ffn_post_norm;  // [n_embd] f32

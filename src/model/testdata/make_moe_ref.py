@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes moe_ref.json: llama.cpp's next-token distributions on a small synthetic qwen3moe model, the
-reference that moe_model_test.cc holds llamay's mixture-of-experts path to.
+"""Writes moe_ref_{qwen3moe,qwen2moe}.json: llama.cpp's next-token distributions on small synthetic
+mixture-of-experts models, the references that moe_model_test.cc holds llamay's MoE path to.
 
-The model is `llamay model synth --shape qwen3moe` with the small dimensions below, f32 weights: its bytes
+Each model is `llamay model synth --shape NAME` with the small dimensions below, f32 weights: its bytes
 are the same on every machine (an integer PRNG), and the test builds the same bytes in process and checks
 their FNV-1a hash against the one recorded here before it compares anything. llama.cpp runs it as
 ../shared/peers/llama-server with an f32 KV cache and flash attention off (the settings of ../shared/ref),
@@ -20,10 +20,13 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from bench_util import free_port  # noqa: E402
 
-# The model: these flags and moe_model_test.cc's TinyMoeSpec() must describe the same file.
-SYNTH = ["--shape", "qwen3moe", "--type", "f32", "--name", "tiny-qwen3moe", "--vocab", "512", "--dim", "128",
-         "--layers", "3", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--experts", "16",
-         "--experts-used", "4", "--expert-ffn", "64"]
+# The models: these flags and model_test_util.h's TinyMoeSpec() must describe the same files.
+COMMON = ["--type", "f32", "--vocab", "512", "--dim", "128", "--layers", "3", "--heads", "4", "--kv-heads", "2",
+          "--head-dim", "32", "--experts", "16", "--experts-used", "4", "--expert-ffn", "64"]
+SHAPES = {
+    "qwen3moe": ["--shape", "qwen3moe", "--name", "tiny-qwen3moe"] + COMMON,
+    "qwen2moe": ["--shape", "qwen2moe", "--name", "tiny-qwen2moe", "--shared-ffn", "96"] + COMMON,
+}
 TOP = 16
 BYTE0 = 3  # the synthetic vocabulary's <0x00>: bytes are ids 3..258
 STEPS = 4
@@ -58,11 +61,9 @@ def next_token_logprobs(port, tokens):
     sys.exit(f"llama-server sent no probabilities after {tokens}")
 
 
-def main():
-    llamay = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release", "bin", "llamay")
-    tmp = tempfile.mkdtemp()
-    model = os.path.join(tmp, "tiny-qwen3moe-f32.gguf")
-    subprocess.run([llamay, "model", "synth", *SYNTH, "-o", model], check=True, stdout=subprocess.DEVNULL)
+def reference(llamay, tmp, shape, synth):
+    model = os.path.join(tmp, f"tiny-{shape}-f32.gguf")
+    subprocess.run([llamay, "model", "synth", *synth, "-o", model], check=True, stdout=subprocess.DEVNULL)
     with open(model, "rb") as f:
         digest = fnv1a(f.read())
     port = free_port()
@@ -92,12 +93,20 @@ def main():
         proc.terminate()
         proc.wait()
     ref = {"about": "llama.cpp (../shared/peers/llama-server, f32 KV, flash attention off) on `llamay model synth "
-                    + " ".join(SYNTH) + "`; written by make_moe_ref.py",
+                    + " ".join(synth) + "`; written by make_moe_ref.py",
            "model_fnv1a": f"{digest:016x}", "cases": cases}
-    with open(os.path.join(HERE, "moe_ref.json"), "w") as f:
+    out = os.path.join(HERE, f"moe_ref_{shape}.json")
+    with open(out, "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
-    print(f"wrote {os.path.join(HERE, 'moe_ref.json')} ({len(cases)} prompts, model fnv1a {digest:016x})")
+    print(f"wrote {out} ({len(cases)} prompts, model fnv1a {digest:016x})")
+
+
+def main():
+    llamay = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release", "bin", "llamay")
+    tmp = tempfile.mkdtemp()
+    for shape, synth in SHAPES.items():
+        reference(llamay, tmp, shape, synth)
 
 
 if __name__ == "__main__":
