@@ -166,7 +166,10 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   MoeParams& m = hp->moe;
   LLAMAY_ASSIGN_OR_RETURN(m.n_expert, GetU32(f, a + "expert_count", 1, 4096));
   LLAMAY_ASSIGN_OR_RETURN(m.n_expert_used, GetU32(f, a + "expert_used_count", 1, std::min(m.n_expert, kMaxExpertsUsed)));
-  LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + "expert_feed_forward_length", 1, 1 << 20));
+  // Granite's experts are feed_forward_length wide (llama.cpp reads that key for them); the others declare
+  // their experts' width apart from a dense FFN's.
+  const std::string width = hp->arch == Arch::kGraniteHybrid ? "feed_forward_length" : "expert_feed_forward_length";
+  LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + width, 1, 1 << 20));
   if (f.Has(a + "expert_shared_feed_forward_length")) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_ff_shared, GetU32(f, a + "expert_shared_feed_forward_length", 0, 1 << 20));
   }
@@ -176,8 +179,9 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   m.weights_scale = static_cast<float>(f.GetFloatOr(a + "expert_weights_scale", 1.0));
   if (!(m.weights_scale > 0.0f)) return InvalidArgumentError("model: " + a + "expert_weights_scale must be positive");
   // Each architecture's fixed choices (llama.cpp's): its gating, whether the top k are renormalised, and
-  // whether it has a shared expert, gated by sigmoid(ffn_gate_inp_shexp x).
-  bool has_shared = false;
+  // whether it has a shared expert (always, gated by sigmoid(ffn_gate_inp_shexp x); where the file declares
+  // one, ungated; or never).
+  enum class Shared { kNever, kDeclared, kGated } shared = Shared::kNever;
   switch (hp->arch) {
     case Arch::kQwen3Moe:
       m.gating = MoeGating::kSoftmax;
@@ -186,15 +190,21 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
     case Arch::kQwen2Moe:
       m.gating = MoeGating::kSoftmax;
       m.norm_topk = false;
-      has_shared = m.shared_gated = true;
+      shared = Shared::kGated;
+      break;
+    case Arch::kGraniteHybrid:  // Granite 4.0-H Tiny and Small
+      m.gating = MoeGating::kSoftmax;
+      m.norm_topk = true;
+      shared = Shared::kDeclared;
       break;
     default:
       break;
   }
-  if (has_shared && m.n_ff_shared == 0)
+  m.shared_gated = shared == Shared::kGated;
+  if (shared == Shared::kGated && m.n_ff_shared == 0)
     return InvalidArgumentError("model: " + a + "expert_shared_feed_forward_length is missing (" + hp->arch_name +
                                 " has a shared expert)");
-  if (!has_shared && m.n_ff_shared != 0)
+  if (shared == Shared::kNever && m.n_ff_shared != 0)
     return UnimplementedError("model: " + a + "expert_shared_feed_forward_length: " + hp->arch_name +
                               " has no shared expert");
   m.norm_topk = f.GetBoolOr(a + "expert_weights_norm", m.norm_topk);
@@ -266,7 +276,9 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   hp.n_ctx_train = static_cast<uint32_t>(f.GetIntOr(a + "context_length", 2048));
   hp.rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
-  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
+  // Granite 4.0-H is a mixture of experts where the file declares experts (Tiny, Small), dense otherwise.
+  const bool granite_moe = hp.arch == Arch::kGraniteHybrid && f.GetIntOr(a + "expert_count", 0) > 0;
+  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || granite_moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
   if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
   }

@@ -9,7 +9,9 @@
 //     (softmax gating, top k not renormalised) and a shared expert gated by sigmoid(ffn_gate_inp_shexp x);
 //   - mamba2: every layer is a Mamba-2 mixer, no FFN;
 //   - granitehybrid (Granite 4.0-H): per layer a Mamba-2 mixer or GQA attention (head_count_kv is an array
-//     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer, and Granite's optional scalings;
+//     with 0 marking a Mamba-2 layer), SwiGLU FFN in every layer (a mixture of experts where expert_count is
+//     declared, as in Tiny and Small: softmax, top k renormalised, experts feed_forward_length wide, an
+//     ungated shared expert where expert_shared_feed_forward_length is), and Granite's optional scalings;
 //   - qwen35 (Qwen3.5-style hybrid): every full_attention_interval-th layer gated attention (q and an output
 //     gate packed per head in attn_q, q/k norm, partial NEOX rope), the others gated-delta-net linear
 //     attention; SwiGLU FFN (its norm is GGUF post_attention_norm) in every layer;

@@ -58,9 +58,25 @@ inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
 }
 
 // A small mixture of experts (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
-// vocabulary; qwen2moe: a shared expert of 96): `llamay model synth --shape qwen3moe|qwen2moe` with the
-// flags of testdata/make_moe_ref.py.
+// vocabulary; qwen2moe: a shared expert of 96; granitehybrid: 4 layers, Mamba-2 of 256 but the last, and an
+// ungated shared expert of 96): `llamay model synth --shape qwen3moe|qwen2moe|hybrid-moe` with the flags of
+// testdata/make_moe_ref.py.
 inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = SyntheticArch::kQwen3Moe) {
+  if (arch == SyntheticArch::kGraniteHybrid) {
+    SyntheticSpec s = HybridMoeShape(type);
+    s.name = "tiny-granitemoe";
+    s.n_vocab = 512;
+    s.n_embd = 128;
+    s.ssm_d_inner = 256;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_expert = 16;
+    s.n_expert_used = 4;
+    s.n_ff_expert = 64;
+    s.n_ff_shared = 96;
+    return s;
+  }
   const bool qwen2 = arch == SyntheticArch::kQwen2Moe;
   SyntheticSpec s = qwen2 ? Qwen2MoeShape(type, 3) : Qwen3MoeShape(type, 3);
   s.name = qwen2 ? "tiny-qwen2moe" : "tiny-qwen3moe";

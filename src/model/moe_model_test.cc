@@ -1,4 +1,4 @@
-// The mixture-of-experts FFN (qwen3moe, qwen2moe): the hyperparameters and expert tensors a file must have,
+// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts): the hyperparameters and expert tensors a file must have,
 // parity with llama.cpp on small synthetic models (testdata/moe_ref_*.json, written by
 // testdata/make_moe_ref.py),
 // and the grouping of a batch's tokens by expert changing no token's bits. The determinism contract's own
@@ -114,6 +114,22 @@ TEST(MoeHParams, Qwen2MoeHasAGatedSharedExpert) {
       << no_gate.status().ToString();
 }
 
+TEST(MoeHParams, GraniteHybridWithExpertsHasAnUngatedSharedExpert) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kGraniteHybrid));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto m = Load(*bytes);
+  ASSERT_NE(m, nullptr);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kGraniteHybrid);
+  EXPECT_EQ(hp.ffns, std::vector<FfnKind>(hp.n_layer, FfnKind::kMoe));
+  EXPECT_EQ(hp.moe.n_ff_expert, 64u);  // feed_forward_length, as llama.cpp reads it for Granite's experts
+  EXPECT_TRUE(hp.moe.norm_topk);
+  EXPECT_EQ(hp.moe.n_ff_shared, 96u);
+  EXPECT_FALSE(hp.moe.shared_gated);
+  EXPECT_EQ(hp.mixers[0], MixerKind::kMamba2);
+  EXPECT_EQ(hp.mixers[3], MixerKind::kAttention);
+}
+
 // log-softmax in double: what llama.cpp's top_logprobs are.
 std::vector<double> LogProbs(const float* logits, size_t n) {
   const double mx = *std::max_element(logits, logits + n);
@@ -132,8 +148,12 @@ std::vector<double> LogProbs(const float* logits, size_t n) {
 // out) moves them by far more.
 class MoeParity : public testing::TestWithParam<SyntheticArch> {};
 
+std::string ArchName(SyntheticArch arch) {
+  return arch == SyntheticArch::kQwen2Moe ? "qwen2moe" : arch == SyntheticArch::kGraniteHybrid ? "granitehybrid" : "qwen3moe";
+}
+
 TEST_P(MoeParity, MatchesLlamaCpp) {
-  const std::string name = GetParam() == SyntheticArch::kQwen2Moe ? "qwen2moe" : "qwen3moe";
+  const std::string name = ArchName(GetParam());
   std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref_" + name + ".json");
   ASSERT_TRUE(in.good());
   const nlohmann::json ref = nlohmann::json::parse(in);
@@ -170,18 +190,17 @@ TEST_P(MoeParity, MatchesLlamaCpp) {
   std::printf("%s: max |logprob - llama.cpp| = %.2e\n", name.c_str(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, MoeParity, testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe),
-                         [](const auto& info) {
-                           return std::string(info.param == SyntheticArch::kQwen2Moe ? "qwen2moe" : "qwen3moe");
-                         });
+INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
+                         testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid),
+                         [](const auto& info) { return ArchName(info.param); });
 
 // Prefill groups the batch's (token, slot) pairs by expert and multiplies each expert's rows together;
 // every token must still get the bits it gets alone (decoded one at a time), in f32 and in Q8_0, with a
 // prompt long enough that experts get many rows (more than a token tile) and others none.
 TEST(MoeDeterminism, GroupingByExpertChangesNoTokensBits) {
-  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe}) {
+  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid}) {
     for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
-      SCOPED_TRACE(std::string(TensorTypeName(type)) + (arch == SyntheticArch::kQwen2Moe ? ", qwen2moe" : ", qwen3moe"));
+      SCOPED_TRACE(std::string(TensorTypeName(type)) + ", " + ArchName(arch));
       auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type, arch));
       ASSERT_TRUE(bytes.ok());
       auto m = Load(std::move(*bytes));

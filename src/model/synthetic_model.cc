@@ -128,6 +128,10 @@ Status CheckSpec(const SyntheticSpec& spec) {
                                   " does not fit the expert or head shape");
     return Status::Ok();
   }
+  if (spec.granite_experts &&
+      (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert ||
+       spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 || spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0))
+    return InvalidArgumentError("synthetic model: 1 <= n_expert_used <= n_expert, and the experts' widths must fit the type");
   if (spec.attention_every == 0) return InvalidArgumentError("synthetic model: attention_every must be positive");
   if (spec.ssm_n_head == 0 || spec.ssm_d_inner % spec.ssm_n_head != 0 || spec.ssm_n_group == 0 ||
       spec.ssm_n_head % spec.ssm_n_group != 0 || spec.ssm_d_state == 0 || spec.ssm_d_conv < 2)
@@ -175,6 +179,17 @@ SyntheticSpec HybridShape(TensorType type) {
   return s;
 }
 
+SyntheticSpec HybridMoeShape(TensorType type) {
+  SyntheticSpec s = HybridShape(type);
+  s.name = "llamay-hybrid-moe";
+  s.granite_experts = true;
+  s.n_expert = 64;
+  s.n_expert_used = 6;
+  s.n_ff_expert = 512;
+  s.n_ff_shared = 1024;
+  return s;
+}
+
 SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer) {
   SyntheticSpec s;
   s.arch = SyntheticArch::kQwen3Moe;
@@ -210,7 +225,8 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
   const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
   const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
-  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe;
+  const bool granite_moe = hybrid && spec.granite_experts;
+  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe;
   const std::string arch = hybrid ? "granitehybrid" : qwen2moe ? "qwen2moe" : moe ? "qwen3moe" : "llama";
   const std::string a = arch + ".";
   const uint32_t head_dim = HeadDim(spec);
@@ -221,7 +237,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   w.SetUint32(a + "context_length", hybrid ? 32768 : 4096);
   w.SetUint32(a + "embedding_length", spec.n_embd);
   w.SetUint32(a + "block_count", spec.n_layer);
-  w.SetUint32(a + "feed_forward_length", spec.n_ff);
+  w.SetUint32(a + "feed_forward_length", granite_moe ? spec.n_ff_expert : spec.n_ff);
   w.SetUint32(a + "attention.head_count", spec.n_head);
   if (hybrid) {  // per layer, 0 marking a Mamba-2 layer
     std::vector<int32_t> kv(spec.n_layer);
@@ -231,14 +247,16 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
   }
   w.SetUint32(a + "rope.dimension_count", head_dim);
-  w.SetFloat32(a + "rope.freq_base", moe ? 1e6f : 10000.0f);
-  if (moe) {
+  w.SetFloat32(a + "rope.freq_base", moe && !hybrid ? 1e6f : 10000.0f);
+  if (moe && !hybrid) {
     w.SetUint32(a + "attention.key_length", head_dim);
     w.SetUint32(a + "attention.value_length", head_dim);
+  }
+  if (moe) {
     w.SetUint32(a + "expert_count", spec.n_expert);
     w.SetUint32(a + "expert_used_count", spec.n_expert_used);
-    w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
-    if (qwen2moe) w.SetUint32(a + "expert_shared_feed_forward_length", spec.n_ff_shared);
+    if (!granite_moe) w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
+    if (spec.n_ff_shared != 0) w.SetUint32(a + "expert_shared_feed_forward_length", spec.n_ff_shared);
   }
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (hybrid) {
@@ -264,7 +282,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_q.bias", {spec.n_head * head_dim}, 0.0f, 0.1f));
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_k.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_v.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
-      } else if (moe) {
+      } else if (moe && !hybrid) {
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", head_dim));
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", head_dim));
       }
@@ -279,10 +297,11 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_up_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_down_exps.weight", X, E, F, 1.0f, spec.type));
-      if (qwen2moe) {
+      if (spec.n_ff_shared != 0) {
         const uint32_t S = spec.n_ff_shared;
-        // [n_embd], one row of variance 1/n_embd, as the published files have it (1-D).
-        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_inp_shexp.weight", {E}, 0.0f, std::sqrt(3.0f / static_cast<float>(E))));
+        // [n_embd], one row of variance 1/n_embd, as the published files have it (1-D); Granite's is ungated.
+        if (qwen2moe)
+          LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_inp_shexp.weight", {E}, 0.0f, std::sqrt(3.0f / static_cast<float>(E))));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_shexp.weight", S, E));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_up_shexp.weight", S, E));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_down_shexp.weight", E, S));

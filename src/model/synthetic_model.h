@@ -4,7 +4,9 @@
 //     16 heads / 8 KV heads, ffn 2816), or any shape;
 //   - granitehybrid (Granite 4.0-H's layer mix): layer l is GQA attention when l % attention_every ==
 //     attention_every - 1 and a Mamba-2 mixer otherwise (attention.head_count_kv is an array with 0 for the
-//     Mamba-2 layers); a SwiGLU FFN in every layer; no Granite scalings (all absent), rope on;
+//     Mamba-2 layers); a SwiGLU FFN in every layer (with granite_experts: n_expert experts of n_ff_expert,
+//     n_expert_used per token, and an ungated shared expert of n_ff_shared where it is not 0); no Granite
+//     scalings (all absent), rope on;
 //   - qwen3moe (Qwen3-30B-A3B's layer): attention with per-head q/k norms (head_dim may differ from
 //     n_embd / n_head), rope NEOX base 1e6, and a mixture of n_expert experts of n_ff_expert, n_expert_used
 //     per token, in every layer; the router (ffn_gate_inp) is f32 as in the published files, the experts
@@ -60,6 +62,8 @@ struct SyntheticSpec {
   uint32_t n_expert_used = 2;
   uint32_t n_ff_expert = 256;
   uint32_t n_ff_shared = 0;
+  // granitehybrid only: the FFNs are mixtures of the experts above (Granite 4.0-H Tiny and Small).
+  bool granite_experts = false;
 };
 
 // The peer model's shape (see the header comment) in `type`.
@@ -74,6 +78,10 @@ SyntheticSpec HybridShape(TensorType type);
 // Qwen3-30B-A3B's layer shape (dim 2048, 32 / 4 heads of 128, 128 experts of 768, 8 used) with vocab 32000
 // and `n_layer` layers (about 1.5B parameters for 8), in `type`: the MoE benchmark shape.
 SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer = 8);
+
+// Granite 4.0-H Tiny's mixture of experts (64 experts of 512, 6 used, a shared expert of 1024) on
+// HybridShape's layers, in `type`.
+SyntheticSpec HybridMoeShape(TensorType type);
 
 // Qwen1.5-MoE-A2.7B's layer shape (dim 2048, 16 heads of 128, 60 experts of 1408, 4 used, a shared expert of
 // 5632) with vocab 32000 and `n_layer` layers, in `type`.

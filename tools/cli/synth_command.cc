@@ -22,11 +22,12 @@ constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  Tensor
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid | qwen3moe | qwen2moe
+  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
   uint32_t head_dim = 0, n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;  // the MoE shapes
+  uint32_t ssm_d_inner = 0;                                                                 // the hybrid shapes
   uint64_t seed = 0;
 };
 
@@ -36,17 +37,20 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::PeerShape(type);
   } else if (o.shape == "hybrid") {
     s = model::HybridShape(type);
+  } else if (o.shape == "hybrid-moe") {
+    s = model::HybridMoeShape(type);
   } else if (o.shape == "qwen3moe") {
     s = model::Qwen3MoeShape(type);
   } else if (o.shape == "qwen2moe") {
     s = model::Qwen2MoeShape(type);
   } else {
-    return InvalidArgumentError("--shape must be peer, hybrid, qwen3moe or qwen2moe, got '" + o.shape + "'");
+    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe or qwen2moe, got '" + o.shape + "'");
   }
-  const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe;
+  const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe ||
+                   s.granite_experts;
   if (!moe && (o.head_dim || o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
     return InvalidArgumentError("--head-dim, --experts, --experts-used, --expert-ffn and --shared-ffn are for the "
-                                "MoE shapes (qwen3moe, qwen2moe)");
+                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe)");
   auto set = [](uint32_t v, uint32_t& field) {
     if (v != 0) field = v;
   };
@@ -61,6 +65,9 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   set(o.n_expert_used, s.n_expert_used);
   set(o.n_ff_expert, s.n_ff_expert);
   set(o.n_ff_shared, s.n_ff_shared);
+  if (o.ssm_d_inner != 0 && s.arch != model::SyntheticArch::kGraniteHybrid)
+    return InvalidArgumentError("--ssm-inner is for the hybrid shapes (hybrid, hybrid-moe)");
+  set(o.ssm_d_inner, s.ssm_d_inner);
   if (o.seed != 0) s.seed = o.seed;
   if (!o.name.empty()) s.name = o.name;
   return s;
@@ -125,7 +132,8 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")->capture_default_str();
   c->add_option("--shape", o->shape,
                 "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
-                "290M (every 4th layer attention, the rest Mamba-2); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
+                "290M (every 4th layer attention, the rest Mamba-2); hybrid-moe: hybrid with Granite 4.0-H Tiny's experts (64 of "
+                "512, 6 used, a shared expert of 1024); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
                 "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim 2048, "
                 "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers")
       ->capture_default_str();
@@ -140,7 +148,10 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--experts", o->n_expert, "MoE shapes: experts per layer (default: the shape's)");
   c->add_option("--experts-used", o->n_expert_used, "MoE shapes: experts per token (default: the shape's)");
   c->add_option("--expert-ffn", o->n_ff_expert, "MoE shapes: each expert's FFN width (default: the shape's)");
-  c->add_option("--shared-ffn", o->n_ff_shared, "qwen2moe: the shared expert's FFN width (default: the shape's)");
+  c->add_option("--ssm-inner", o->ssm_d_inner,
+                "hybrid shapes: the Mamba-2 layers' inner width (default: the shape's; llama.cpp wants 2 x --dim)");
+  c->add_option("--shared-ffn", o->n_ff_shared,
+                "qwen2moe, hybrid-moe: the shared expert's FFN width (default: the shape's)");
   c->add_option("--seed", o->seed, "Weight seed (default: the shape's)");
   c->callback([o, exit_code] { *exit_code = RunSynth(*o); });
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes moe_ref_{qwen3moe,qwen2moe}.json: llama.cpp's next-token distributions on small synthetic
+"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid}.json: llama.cpp's next-token distributions on small synthetic
 mixture-of-experts models, the references that moe_model_test.cc holds llamay's MoE path to.
 
 Each model is `llamay model synth --shape NAME` with the small dimensions below, f32 weights: its bytes
@@ -26,6 +26,10 @@ COMMON = ["--type", "f32", "--vocab", "512", "--dim", "128", "--layers", "3", "-
 SHAPES = {
     "qwen3moe": ["--shape", "qwen3moe", "--name", "tiny-qwen3moe"] + COMMON,
     "qwen2moe": ["--shape", "qwen2moe", "--name", "tiny-qwen2moe", "--shared-ffn", "96"] + COMMON,
+    # Granite 4.0-H's experts on its hybrid layers: Mamba-2, Mamba-2, Mamba-2, attention.
+    "granitehybrid": ["--shape", "hybrid-moe", "--name", "tiny-granitemoe", "--type", "f32", "--vocab", "512",
+                      "--dim", "128", "--ssm-inner", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2", "--experts", "16",
+                      "--experts-used", "4", "--expert-ffn", "64", "--shared-ffn", "96"],
 }
 TOP = 16
 BYTE0 = 3  # the synthetic vocabulary's <0x00>: bytes are ids 3..258
