@@ -8,6 +8,9 @@
 # Environment:
 #   LLAMAY_ISA        passed through to llamay (avx512 | avx2 | scalar): run once per level.
 #   SBS_TYPES         weight types (default "f16 q8_0 q4_0 q4_K_M").
+#   SBS_SHAPE         the synthetic model's shape, `llamay model synth --shape` (default peer; qwen3moe,
+#                     qwen2moe, hybrid-moe for the mixtures of experts), and SBS_SYNTH_ARGS more synth options
+#                     (for example "--layers 4").
 #   SBS_ROUNDS        rounds (default 2; odd rounds run llamay first, even rounds the peer first).
 #   SBS_REPS          repetitions per run (default 3), SBS_THREADS (default 2), SBS_PP (512), SBS_TG (128).
 #   SBS_DEPTH         context tokens held before each test (both engines' -d; default 0): the 4k-context
@@ -24,6 +27,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 llamay=${LLAMAY_BIN:-$root/build/release/bin/llamay}
 peers=${PEERS_DIR:-$root/../shared/peers}
 types=${SBS_TYPES:-f16 q8_0 q4_0 q4_K_M}
+shape=${SBS_SHAPE:-peer}
+read -r -a synth_args <<<"${SBS_SYNTH_ARGS:-}"
 rounds=${SBS_ROUNDS:-2}
 reps=${SBS_REPS:-3}
 threads=${SBS_THREADS:-2}
@@ -74,18 +79,18 @@ trap cleanup EXIT
 trap 'kill_descendants $$; exit 130' INT TERM
 echo "side_by_side pid $$ since $(date -u +%FT%TZ)" >"$marker"
 
-# The model files: llamay's synthetic peer shape, and Q4_K_M made by the peer's quantizer from the F16 file.
-model_file() { echo "$dir/peer-$1.gguf"; }
+# The model files: llamay's synthetic shape, and Q4_K_M made by the peer's quantizer from the F16 file.
+model_file() { echo "$dir/$shape${SBS_SYNTH_ARGS:+-${SBS_SYNTH_ARGS// /}}-$1.gguf"; }
 for t in $types; do
   f=$(model_file "$t")
   [ -s "$f" ] && continue
   case "$t" in
     q4_K_M)
       f16=$(model_file f16)
-      [ -s "$f16" ] || "$llamay" model synth --type f16 -o "$f16" >&2
+      [ -s "$f16" ] || "$llamay" model synth --shape "$shape" "${synth_args[@]}" --type f16 -o "$f16" >&2
       "$peers/llama-quantize" "$f16" "$f" Q4_K_M "$threads" >/dev/null 2>&1 || die "llama-quantize failed"
       ;;
-    *) "$llamay" model synth --type "$t" -o "$f" >&2 ;;
+    *) "$llamay" model synth --shape "$shape" "${synth_args[@]}" --type "$t" -o "$f" >&2 ;;
   esac
 done
 
@@ -143,7 +148,7 @@ fi
 isa=${LLAMAY_ISA:-default}
 echo "# side by side, $(date -u +%FT%TZ), llamay LLAMAY_ISA=$isa, peer $peers/llama-bench (${LLAMA_PEER_VARIANT:-its default variant})"
 [ -z "$busy" ] || echo "# MEASURED ON A BUSY MACHINE ($busy): not comparable"
-echo "# -p $pp -n $tg -d $depth -r $reps -t $threads; load at start $load1; model files in $dir"
+echo "# shape $shape ${SBS_SYNTH_ARGS:-}; -p $pp -n $tg -d $depth -r $reps -t $threads; load at start $load1; model files in $dir"
 echo
 echo "| weights | round | llamay pp$pp | llama.cpp pp$pp | ratio | llamay tg$tg | llama.cpp tg$tg | ratio |"
 echo "|---|---|---|---|---|---|---|---|"
