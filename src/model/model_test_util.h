@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -44,6 +45,16 @@ inline std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<cons
 
 inline bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// FNV-1a of `bytes`: what pins a synthetic model's bytes in the tests (and in testdata/make_moe_ref.py).
+inline uint64_t Fnv1a(const std::vector<uint8_t>& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 // BOS, then n - 1 pseudo-random ids of a 512-token vocabulary (no control tokens).

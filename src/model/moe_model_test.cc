@@ -22,14 +22,7 @@ using test_util::NewCache;
 using test_util::Same;
 using test_util::Steps;
 
-uint64_t Fnv1a(const std::vector<uint8_t>& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+using test_util::Fnv1a;
 
 std::unique_ptr<Model> Load(std::vector<uint8_t> bytes, int threads = 0) {
   auto f = gguf::File::FromBuffer(std::move(bytes));

@@ -12,18 +12,12 @@
 #include "kv/cache.h"
 #include "model/demo_model.h"
 #include "model/model.h"
+#include "model/model_test_util.h"
 
 namespace llamay::model {
 namespace {
 
-uint64_t Fnv1a(const std::vector<uint8_t>& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+using test_util::Fnv1a;
 
 TEST(SyntheticModel, TheDemoModelsBytesNeverChange) {
   const std::vector<uint8_t> demo = BuildDemoModel();

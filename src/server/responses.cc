@@ -656,15 +656,21 @@ bool ContinuePrevious(Server& server, const std::string& previous, Conversation*
   return true;
 }
 
+// A request's body into `c` and `rr`, continuing its previous response's context when it names one. False,
+// with the error sent, when the body or the previous response is refused.
+bool ParseTurn(Server& server, const std::string& raw, Conversation* c, ResponsesRequest* rr, httplib::Response& res) {
+  json body;
+  if (!ParseBody(raw, res, &body)) return false;
+  if (Status s = ParseRequest(server, body, raw, c, rr); !s.ok()) return SendStatus(res, s), false;
+  return rr->previous.empty() || ContinuePrevious(server, rr->previous, c, res);
+}
+
 }  // namespace
 
 void HandleResponses(Server& server, const httplib::Request& req, const std::string& raw, httplib::Response& res) {
-  json body;
-  if (!ParseBody(raw, res, &body)) return;
   Conversation c;
   ResponsesRequest rr;
-  if (Status s = ParseRequest(server, body, raw, &c, &rr); !s.ok()) return SendStatus(res, s);
-  if (!rr.previous.empty() && !ContinuePrevious(server, rr.previous, &c, res)) return;
+  if (!ParseTurn(server, raw, &c, &rr, res)) return;
   rr.id = NewResponseId(server);
   if (rr.store) c.store_as = rr.id;
   auto wire = std::make_shared<ResponsesWire>(server, std::move(rr));
@@ -710,12 +716,9 @@ void HandleGetResponse(Server& server, const std::string& id, httplib::Response&
 }
 
 void HandleInputTokens(Server& server, const std::string& raw, httplib::Response& res) {
-  json body;
-  if (!ParseBody(raw, res, &body)) return;
   Conversation c;
   ResponsesRequest rr;
-  if (Status s = ParseRequest(server, body, raw, &c, &rr); !s.ok()) return SendStatus(res, s);
-  if (!rr.previous.empty() && !ContinuePrevious(server, rr.previous, &c, res)) return;
+  if (!ParseTurn(server, raw, &c, &rr, res)) return;
   Result<size_t> n = CountPromptTokens(server, c);
   if (!n.ok()) return SendStatus(res, n.status());
   SendJson(res, {{"object", "response.input_tokens"}, {"input_tokens", *n}});
