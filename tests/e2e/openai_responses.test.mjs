@@ -119,7 +119,7 @@ test('a custom tool: its input follows the grammar', async () => {
   const tool = { type: 'custom', name: 'set_version', description: 'Sets the version',
     format: { type: 'grammar', syntax: 'regex', definition: '^v[0-9]{1,3}\\.[0-9]{1,3}$' } };
   const r = await client.responses.create({ model, input: 'Bump it.', tools: [tool],
-    tool_choice: { type: 'custom', name: 'set_version' }, max_output_tokens: 100, temperature: 0.8 });
+    tool_choice: { type: 'custom', name: 'set_version' }, max_output_tokens: 100, temperature: 0.8, seed: 1 });
   const call = r.output.find((i) => i.type === 'custom_tool_call');
   assert.ok(call, JSON.stringify(r.output));
   assert.equal(call.name, 'set_version');
@@ -127,7 +127,7 @@ test('a custom tool: its input follows the grammar', async () => {
 });
 
 test('text.format json_schema constrains the answer', async () => {
-  const r = await client.responses.create({ model, input: 'A number, please.', max_output_tokens: 60, temperature: 0.5,
+  const r = await client.responses.create({ model, input: 'A number, please.', max_output_tokens: 60, temperature: 0.5, seed: 1,
     text: { format: { type: 'json_schema', name: 'n', strict: true,
       schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false } } } });
   if (r.status === 'completed') assert.equal(Number.isInteger(JSON.parse(r.output_text).n), true, r.output_text);
