@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "toolcall/toolcall.h"
+#include "toolcall/toolcall_stream_test_util.h"
 
 namespace llamay::toolcall {
 namespace {
@@ -14,47 +15,8 @@ namespace {
 const ToolFormat kFormats[] = {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kMistral,
                                ToolFormat::kGranite, ToolFormat::kGeneric};
 
-// The deltas of a stream added up, checking their shape on the way.
-struct Collector {
-  ParsedAnswer answer;
-
-  void Take(const ToolDelta& d) {
-    answer.content += d.content;
-    for (const ToolCallDelta& c : d.calls) {
-      if (!c.id.empty()) {  // a call's first delta: index, id, name, no arguments
-        EXPECT_EQ(c.index, static_cast<int>(answer.calls.size()));
-        EXPECT_FALSE(c.name.empty());
-        EXPECT_TRUE(c.arguments.empty());
-        answer.calls.push_back({c.id, c.name, ""});
-      } else {  // then fragments of the arguments of the latest call
-        ASSERT_FALSE(answer.calls.empty());
-        EXPECT_EQ(c.index, static_cast<int>(answer.calls.size()) - 1);
-        EXPECT_TRUE(c.name.empty());
-        EXPECT_FALSE(c.arguments.empty());
-        answer.calls.back().arguments += c.arguments;
-      }
-    }
-  }
-};
-
-ParsedAnswer StreamPieces(ToolFormat format, const std::vector<std::string>& pieces) {
-  ToolCallStream stream(format, RandomToolCallIds(9));
-  Collector c;
-  for (const std::string& p : pieces) c.Take(stream.Push(p));
-  c.Take(stream.Finish());
-  EXPECT_EQ(stream.num_calls(), static_cast<int>(c.answer.calls.size()));
-  return c.answer;
-}
-
-void ExpectSame(const ParsedAnswer& streamed, const ParsedAnswer& whole, const std::string& what) {
-  ASSERT_EQ(streamed.content, whole.content) << what;
-  ASSERT_EQ(streamed.calls.size(), whole.calls.size()) << what;
-  for (size_t i = 0; i < whole.calls.size(); ++i) {
-    ASSERT_EQ(streamed.calls[i].id, whole.calls[i].id) << what;
-    ASSERT_EQ(streamed.calls[i].name, whole.calls[i].name) << what;
-    ASSERT_EQ(streamed.calls[i].arguments, whole.calls[i].arguments) << what;
-  }
-}
+using testing::ExpectSame;
+using testing::StreamPieces;
 
 // A call in `format`'s syntax with randomly spaced JSON.
 std::string RandomCall(ToolFormat format, std::mt19937& rng, bool first_in_list) {
