@@ -189,6 +189,7 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
     sp.min_p = 0;
     sp.repeat_penalty = 1;
     LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_k", 0, INT32_MAX, &sp.top_k));
+    LLAMAY_RETURN_IF_ERROR(ParseSeed(body, &sp));  // not Anthropic's; accepted as the OpenAI routes do
     LLAMAY_RETURN_IF_ERROR(sp.Validate());
     if (body.contains("thinking") && body["thinking"].is_object()) {
       const json& t = body["thinking"];
