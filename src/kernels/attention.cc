@@ -286,14 +286,19 @@ class TileTask {
       if (steps_.scores2 != nullptr)
         for (; hh + 1 < group_; hh += 2)
           steps_.scores2(Head(qs_[i].q, k, hh), rows, m, hd_, p_.scale, Scores(i, k, hh) + (a - qs_[i].lo),
-                         NVis(i));
+                         Row(i));
       for (; hh < group_; ++hh)
         steps_.scores(Head(qs_[i].q, k, hh), rows, m, hd_, p_.scale, Scores(i, k, hh) + (a - qs_[i].lo));
     });
-    // 2. Softmax per query and head.
+    // 2. Softmax per query and head (a head's sink, when there are sinks, as one more score at the end,
+    //    whose weight the weighted sum does not read).
     for (int64_t i = 0; i < n_; ++i)
       for (int k = 0; k < nh_; ++k)
-        for (int hh = 0; hh < group_; ++hh) steps_.softmax(Scores(i, k, hh), NVis(i), Scores(i, k, hh));
+        for (int hh = 0; hh < group_; ++hh) {
+          float* s = Scores(i, k, hh);
+          if (p_.sinks != nullptr) s[NVis(i)] = p_.sinks[(g0_ + k) * group_ + hh];
+          steps_.softmax(s, Row(i), s);
+        }
     // 3. Weighted sum of V: blocks, and rows inside a block, in increasing position.
     for (int64_t i = 0; i < n_; ++i) std::fill_n(Head(qs_[i].out, 0, 0), nh_ * group_ * hd_, 0.0f);
     ForEachBlock(geo_.v_offset, [&](int64_t i, int k, const float* const* rows, int64_t a, int64_t m) {
@@ -309,8 +314,10 @@ class TileTask {
     return row + (static_cast<int64_t>(g0_ + k) * group_ + hh) * hd_;
   }
   int64_t NVis(int64_t i) const { return qs_[i].pos - qs_[i].lo + 1; }
+  // A head's scores: the visible positions', then its sink's.
+  int64_t Row(int64_t i) const { return NVis(i) + (p_.sinks != nullptr ? 1 : 0); }
   float* Scores(int64_t i, int k, int hh) {
-    return sc_.scores.data() + sc_.score_at[i] + (static_cast<int64_t>(k) * group_ + hh) * NVis(i);
+    return sc_.scores.data() + sc_.score_at[i] + (static_cast<int64_t>(k) * group_ + hh) * Row(i);
   }
 
   // The tile's sequences, the hull of its positions and the scratch sizes.
@@ -329,7 +336,7 @@ class TileTask {
       sc_.spans[k].lo = std::min(sc_.spans[k].lo, q.lo);
       sc_.spans[k].hi = std::max(sc_.spans[k].hi, q.pos);
       sc_.span_of[i] = static_cast<int64_t>(k);
-      sc_.score_at[i + 1] = sc_.score_at[i] + nh_ * group_ * NVis(i);
+      sc_.score_at[i + 1] = sc_.score_at[i] + nh_ * group_ * Row(i);
       lo_ = std::min(lo_, q.lo);
       hi_ = std::max(hi_, q.pos);
     }

@@ -17,7 +17,8 @@
 // (grouped-query attention), the visible positions are lo..p with lo = max(0, p - window + 1) when a
 // sliding window is set, else 0. Canonical order, shared by the scalar and AVX2 paths (bit-identical):
 //   s_j = dot(q_h, K_j[g]) * scale     (the f32 lane order of vec_dot.h; K decoded exactly to f32)
-//   w   = softmax(s) over lo..p        (max-subtracted; exp sums in lane (j-lo)%8; w_j = e_j * (1/sum))
+//   w   = softmax(s) over lo..p        (max-subtracted; exp sums in lane (j-lo)%8; w_j = e_j * (1/sum));
+//         with sinks, the softmax of s followed by sink_h as one more element, that element's weight unused
 //   out_h[d] = sum over j in order of w_j * V_j[g][d]   (multiply, then add)
 // so a query's result depends only on the KV values it sees: not on the page size, the other queries in
 // the batch, or the thread count.
@@ -67,6 +68,9 @@ struct AttentionParams {
   float scale = 1.0f;                     // multiplies q.k (usually 1/sqrt(head_dim))
   int64_t window = 0;                     // sliding window in positions; 0 means unlimited
   TensorType kv_type = TensorType::kF32;  // kF32, kF16 or kQ8_0 (then n_kv_heads*head_dim % 32 == 0)
+  // Attention sinks (gpt-oss), [n_head] or null: one more logit per head in the softmax, with no value:
+  // the weights are softmax(s_lo..s_p, sink_h) of which the last is dropped, so they sum to less than 1.
+  const float* sinks = nullptr;
 };
 
 // One query at position n_positions - 1, seeing positions [0, n_positions) (fewer with a window).

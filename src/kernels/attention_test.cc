@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -230,6 +231,7 @@ struct SweepCase {
   TensorType kv_type;
   int n_head, n_kv_heads, head_dim;
   int64_t window;
+  bool sinks = false;
 };
 
 class AttentionBitExactTest : public ::testing::TestWithParam<SweepCase> {};
@@ -237,10 +239,13 @@ class AttentionBitExactTest : public ::testing::TestWithParam<SweepCase> {};
 // Every ISA, page size, query set and thread setting gives the reference's bits.
 TEST_P(AttentionBitExactTest, MatchesReferenceBitForBit) {
   const SweepCase cs = GetParam();
-  const AttentionParams p{cs.n_head,   cs.n_kv_heads,
-                          cs.head_dim, 1.0f / std::sqrt(static_cast<float>(cs.head_dim)),
-                          cs.window,   cs.kv_type};
+  const AttentionParams base{cs.n_head,   cs.n_kv_heads,
+                             cs.head_dim, 1.0f / std::sqrt(static_cast<float>(cs.head_dim)),
+                             cs.window,   cs.kv_type};
   std::mt19937 rng(50 + cs.head_dim + cs.n_head + static_cast<int>(cs.window));
+  const std::vector<float> sinks = RandomFloats(rng, cs.n_head, 3.0f);
+  AttentionParams p = base;
+  if (cs.sinks) p.sinks = sinks.data();
   // 150 positions: at least two position blocks for every head_dim here (32 to 128 rows per block).
   const int64_t n_pos = 150, kv_dim = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   const int64_t stride = static_cast<int64_t>(p.n_head) * p.head_dim;
@@ -274,9 +279,57 @@ INSTANTIATE_TEST_SUITE_P(
         v.push_back({t, 8, 4, 64, 23});   // window shorter than a block
         v.push_back({t, 4, 1, 32, 70});   // window across a block boundary, multi-query
         v.push_back({t, 8, 2, 128, 40});  // window spanning blocks of 32
+        v.push_back({t, 8, 4, 64, 0, true});  // attention sinks (gpt-oss)
+        v.push_back({t, 8, 2, 64, 23, true});  // sinks on a windowed layer (gpt-oss's other half)
       }
       return v;
     }()));
+
+// A sink takes its share of the softmax and gives no value: with every V row the same vector c, a head's
+// output is c * (1 - w_sink), w_sink = e^sink / (e^sink + sum_j e^s_j), here checked in double. A sink of
+// -inf changes nothing, bit for bit.
+TEST(Attention, ASinkTakesItsShareOfTheSoftmaxAndAddsNoValue) {
+  std::mt19937 rng(71);
+  AttentionParams p{4, 2, 32, 0.25f, 0, TensorType::kF32};
+  const int64_t n_pos = 40, kv_dim = p.n_kv_heads * p.head_dim, stride = p.n_head * p.head_dim;
+  const auto k_src = RandomFloats(rng, n_pos * kv_dim);
+  const auto c_row = RandomFloats(rng, kv_dim);
+  std::vector<float> v_src;
+  for (int64_t j = 0; j < n_pos; ++j) v_src.insert(v_src.end(), c_row.begin(), c_row.end());
+  const Cache c = BuildCache(rng, p, n_pos, 16, k_src, v_src);
+  const std::vector<int64_t> pos = {0, 17, n_pos - 1};
+  const auto q = RandomFloats(rng, pos.size() * stride, 2.0f);
+  const std::vector<float> sinks = {-1.0f, 0.0f, 2.5f, 6.0f};
+  const std::vector<float> none = RunBatch(q, pos, c, p, nullptr, DetectIsa());
+  p.sinks = sinks.data();
+  for (Isa isa : test_util::SupportedIsas()) {
+    const std::vector<float> got = RunBatch(q, pos, c, p, nullptr, isa);
+    for (size_t i = 0; i < pos.size(); ++i)
+      for (int h = 0; h < p.n_head; ++h) {
+        const int g = h / (p.n_head / p.n_kv_heads);
+        std::vector<double> s;
+        double mx = sinks[h];
+        for (int64_t j = 0; j <= pos[i]; ++j) {
+          double d = 0;
+          for (int e = 0; e < p.head_dim; ++e)
+            d += static_cast<double>(q[i * stride + h * p.head_dim + e]) * c.k[j * kv_dim + g * p.head_dim + e];
+          s.push_back(d * p.scale);
+          mx = std::max(mx, s.back());
+        }
+        double sum = std::exp(sinks[h] - mx);
+        for (double x : s) sum += std::exp(x - mx);
+        const double keep = 1.0 - std::exp(sinks[h] - mx) / sum;
+        for (int e = 0; e < p.head_dim; ++e) {
+          const double want = c_row[g * p.head_dim + e] * keep;
+          EXPECT_NEAR(got[i * stride + h * p.head_dim + e], want, 1e-5 + 1e-5 * std::fabs(want))
+              << IsaName(isa) << " query " << i << " head " << h;
+        }
+      }
+  }
+  const std::vector<float> off(p.n_head, -std::numeric_limits<float>::infinity());
+  p.sinks = off.data();
+  EXPECT_EQ(FirstDifference(RunBatch(q, pos, c, p, nullptr, DetectIsa()), none, stride), "");
+}
 
 // Queries whose scores would pass the per-tile bound (a few MiB) go to smaller tiles; the bits stay.
 TEST(Attention, LongContextMatchesReference) {

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -82,11 +83,39 @@ void RopeCache(int64_t pos, const RopeParams& p, float* cs) {
   LLAMAY_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0) << "rope n_rot must be even and positive, got " << p.n_rot;
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   float theta = static_cast<float>(pos);
+  if (p.ext_factor == 0.0f && p.attn_factor == 1.0f) {
+    for (int i = 0; i < p.n_rot / 2; ++i) {
+      const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+      const float t = p.freq_scale * (theta / ff);
+      cs[2 * i] = std::cos(t);
+      cs[2 * i + 1] = std::sin(t);
+      theta *= theta_scale;
+    }
+    return;
+  }
+  // YaRN. The dims whose wavelength turns beta times over n_ctx_orig positions: floor of the fast one's,
+  // ceil of the slow one's, clamped to [0, n_rot - 1].
+  const float n_dims = static_cast<float>(p.n_rot), log_base = std::log(p.freq_base);
+  auto corr_dim = [&](float rotations) {
+    return n_dims * std::log(static_cast<float>(p.n_ctx_orig) / (rotations * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * log_base);
+  };
+  const float c0 = std::max(0.0f, std::floor(corr_dim(p.beta_fast)));
+  const float c1 = std::min(n_dims - 1.0f, std::ceil(corr_dim(p.beta_slow)));
+  float mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
   for (int i = 0; i < p.n_rot / 2; ++i) {
     const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-    const float t = p.freq_scale * (theta / ff);
-    cs[2 * i] = std::cos(t);
-    cs[2 * i + 1] = std::sin(t);
+    const float extrap = theta / ff;
+    const float interp = p.freq_scale * extrap;
+    float t = interp;
+    if (p.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - c0) / std::max(0.001f, c1 - c0);
+      const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+      t = interp * (1.0f - mix) + extrap * mix;
+    }
+    cs[2 * i] = std::cos(t) * mscale;
+    cs[2 * i + 1] = std::sin(t) * mscale;
     theta *= theta_scale;
   }
 }

@@ -42,10 +42,21 @@ struct RopeParams {
   float freq_scale = 1.0f;  // linear position scaling: theta *= freq_scale
   RopeMode mode = RopeMode::kNorm;
   const float* freq_factors = nullptr;  // optional [n_rot/2]: theta_i /= freq_factors[i] (Llama 3 scaling)
+  // YaRN (ext_factor != 0; llama.cpp sets 1 for rope.scaling.type yarn): dims below the correction range
+  // [c0, c1] keep their unscaled angle, dims above it take the freq_scale'd one, a linear ramp between;
+  // cos and sin are multiplied by attn_factor * (1 + 0.1 ln(1 / freq_scale)). The range comes from
+  // n_ctx_orig (the context the model was trained at), beta_fast and beta_slow (rotations), as ggml's
+  // ggml_rope_yarn_corr_dims computes it. With ext_factor 0 and attn_factor 1 nothing changes.
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;
 };
 
 // The cos/sin pairs of one position, computed as ggml does (theta_i = pos * base^(-2i/n_rot) by repeated
-// f32 multiplication, then cosf/sinf): cs [n_rot/2][2]. Compute once per position, apply to every head.
+// f32 multiplication, then cosf/sinf, and YaRN's ramp and magnitude when ext_factor != 0): cs [n_rot/2][2].
+// Compute once per position, apply to every head.
 void RopeCache(int64_t pos, const RopeParams& p, float* cs);
 // x: [n_heads][head_dim], rotated in place with the table from RopeCache.
 void ApplyRope(float* x, int n_heads, int head_dim, const RopeParams& p, const float* cs);

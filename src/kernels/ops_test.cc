@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -318,6 +319,55 @@ TEST(Argmax, FirstOfTiesAndNan) {
   const float b[3] = {nan, -5, -2};
   EXPECT_EQ(Argmax(b, 3), 2);
   EXPECT_EQ(Argmax(a, 1), 0);
+}
+
+
+// YaRN (gpt-oss: factor 32 over 4096 trained positions, base 150000, 64 rotated dims): each pair's cos/sin
+// against the formula in double, with the correction range computed independently.
+TEST(Rope, YarnRampsBetweenTheUnscaledAndTheScaledAngleAndScalesTheMagnitude) {
+  RopeParams p;
+  p.n_rot = 64;
+  p.freq_base = 150000.0f;
+  p.freq_scale = 1.0f / 32.0f;
+  p.mode = RopeMode::kNeox;
+  p.ext_factor = 1.0f;
+  p.attn_factor = 0.9f;
+  p.beta_fast = 32.0f;
+  p.beta_slow = 1.0f;
+  p.n_ctx_orig = 4096;
+  auto corr = [&](double rot) { return 64.0 * std::log(4096.0 / (rot * 2 * M_PI)) / (2 * std::log(150000.0)); };
+  const double c0 = std::max(0.0, std::floor(corr(32.0))), c1 = std::min(63.0, std::ceil(corr(1.0)));
+  ASSERT_LT(c0, c1);
+  ASSERT_GT(c0, 0.0);   // some dims keep their angle,
+  ASSERT_LT(c1, 31.0);  // some take the scaled one
+  const double mscale = 0.9 * (1.0 + 0.1 * std::log(32.0));
+  for (int64_t pos : {0, 3, 100, 5000}) {
+    std::vector<float> cs(64);
+    RopeCache(pos, p, cs.data());
+    for (int i = 0; i < 32; ++i) {
+      const double extrap = pos * std::pow(150000.0, -2.0 * i / 64), interp = extrap / 32.0;
+      const double ramp = 1.0 - std::min(1.0, std::max(0.0, (i - c0) / std::max(0.001, c1 - c0)));
+      const double theta = interp * (1 - ramp) + extrap * ramp;
+      const double tol = (theta * (i + 4) * 2 * kEps + 8 * kEps) * mscale;
+      EXPECT_NEAR(cs[2 * i], std::cos(theta) * mscale, tol) << "pos " << pos << " pair " << i;
+      EXPECT_NEAR(cs[2 * i + 1], std::sin(theta) * mscale, tol) << "pos " << pos << " pair " << i;
+      if (i < c0) {
+        EXPECT_EQ(ramp, 1.0);
+      }
+      if (i > c1) {
+        EXPECT_EQ(ramp, 0.0);
+      }
+    }
+  }
+  // Off (ext_factor 0, attn_factor 1): the plain table, bit for bit.
+  RopeParams plain = p;
+  plain.ext_factor = 0.0f;
+  plain.attn_factor = 1.0f;
+  RopeParams linear{64, 150000.0f, 1.0f / 32.0f, RopeMode::kNeox, nullptr};
+  std::vector<float> a(64), b(64);
+  RopeCache(77, plain, a.data());
+  RopeCache(77, linear, b.data());
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace

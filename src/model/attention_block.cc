@@ -31,6 +31,11 @@ AttentionBlock::AttentionBlock(Step& step) : step_(step) {
   rope_.freq_scale = hp.rope_freq_scale;
   rope_.mode = hp.rope_type == RopeType::kNeox ? kernels::RopeMode::kNeox : kernels::RopeMode::kNorm;
   rope_.freq_factors = step.w.rope_freqs ? step.w.rope_freqs.f32() : nullptr;
+  rope_.ext_factor = hp.rope_ext_factor;
+  rope_.attn_factor = hp.rope_attn_factor;
+  rope_.beta_fast = hp.yarn_beta_fast;
+  rope_.beta_slow = hp.yarn_beta_slow;
+  rope_.n_ctx_orig = hp.n_ctx_orig;
   if (hp.use_rope) {
     cs_.resize(T * hp.n_rot);
     for (size_t t = 0; t < T; ++t) kernels::RopeCache(step.positions[t], rope_, &cs_[t * hp.n_rot]);
@@ -109,6 +114,7 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
   ap.n_kv_heads = static_cast<int>(hp.n_head_kv);
   ap.head_dim = static_cast<int>(D);
   ap.window = window;  // a windowed layer's group may have released the pages behind its window
+  ap.sinks = L.sinks ? L.sinks.f32() : nullptr;
   ap.scale = hp.attention_scale != 0.0f ? hp.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const size_t n_seqs = step_.batch.size();
   std::vector<std::vector<const uint8_t*>> pages(n_seqs);
@@ -145,6 +151,8 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
   }
   step_.linear.NewInput();
   step_.linear.Mul(L.wo, attn_.data(), Q, out);
+  if (L.bo)
+    for (int64_t t = 0; t < T; ++t) kernels::Add(&out[t * E], L.bo.f32(), E, &out[t * E]);
   return Status::Ok();
 }
 

@@ -154,7 +154,9 @@ class FfnBlock {
 // step's (token, slot) pairs grouped by expert: every used expert's gate and up products over its tokens'
 // rows run in one parallel loop (kernels::MatMulBatch, threads split across (expert, row block)), SwiGLU,
 // the down products likewise, and each token's weighted sum over its k experts in slot order; then, with a
-// shared expert, its output (times sigmoid(ffn_gate_inp_shexp x) when gated) is added.
+// shared expert, its output (times sigmoid(ffn_gate_inp_shexp x) when gated) is added. With
+// MoeParams::biases (gpt-oss) the router's logits and each expert's gate, up and down outputs take their
+// biases, and MoeParams::act picks the activation.
 // Determinism: the input is quantised once per token and its rows only copied into expert order; the
 // kernels give a row the same bits whatever rows it is multiplied with; routing and the sum are per token.
 // So a token's output does not depend on the batch, the thread count or how a prompt was split.
@@ -166,6 +168,8 @@ class MoeBlock {
  private:
   // One token: probs [X] (scratch), chosen [k] expert ids, weights [k].
   void Route(const float* logits, float* probs, int32_t* chosen, float* weights) const;
+  // grouped [T*k][width] (expert after expert, expert_begin_): row r of expert e += bias [e][width].
+  void AddExpertBias(const Tensor& bias, int64_t width, float* grouped) const;
 
   Step& step_;
   std::vector<float> logits_, probs_;  // [T][X]

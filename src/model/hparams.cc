@@ -73,12 +73,24 @@ Status ReadAttention(const gguf::File& f, const std::string& a, const std::vecto
   }
   hp->rope_theta = static_cast<float>(f.GetFloatOr(a + "rope.freq_base", 10000.0));
   const std::string scaling = f.GetStringOr(a + "rope.scaling.type", "none");
-  if (scaling == "linear") {
+  if (scaling == "linear" || scaling == "yarn") {
     const double factor = f.GetFloatOr(a + "rope.scaling.factor", 1.0);
     if (!(factor > 0)) return InvalidArgumentError("model: rope.scaling.factor must be positive");
     hp->rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none" && scaling != "") {
-    return UnimplementedError("model: rope scaling type '" + scaling + "' is not supported (none, linear)");
+    return UnimplementedError("model: rope scaling type '" + scaling + "' is not supported (none, linear, yarn)");
+  }
+  if (scaling == "yarn") {
+    // llama.cpp's choices (llama_context): ext_factor 1, beta_fast 32 and beta_slow 1 (the file's yarn_*
+    // keys are not read), and a magnitude that cancels the ln term rope applies, times the file's
+    // rope.scaling.attn_factor.
+    const float factor = 1.0f / hp->rope_freq_scale;
+    const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+    hp->rope_ext_factor = 1.0f;
+    hp->rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) *
+                           static_cast<float>(f.GetFloatOr(a + "rope.scaling.attn_factor", 1.0));
+    hp->n_ctx_orig = static_cast<uint32_t>(f.GetIntOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
+    if (hp->n_ctx_orig == 0) return InvalidArgumentError("model: rope.scaling.original_context_length must be positive");
   }
   return Status::Ok();
 }
@@ -113,13 +125,10 @@ void ReadGraniteScales(const gguf::File& f, const std::string& a, HParams* hp) {
   hp->use_rope = f.GetBoolOr(a + "rope.scaling.finetuned", true);
 }
 
-// Gemma 3 (llama.cpp's LLM_ARCH_GEMMA3). Layer l is sliding-window unless it is the last of each group of
-// sliding_window_pattern layers (l % n < n - 1, llama.cpp's set_swa_pattern; n = 6 when the key is
-// absent, 0 = every layer windowed), or per layer where the key is a bool array (true: windowed).
-// Windowed layers rope with rope.freq_base_swa (default 1e4), unscaled. Embeddings are scaled by
-// sqrt(n_embd); q.k by 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, as in
-// llama.cpp and gemma_pytorch.
-Status ReadGemma3(const gguf::File& f, const std::string& a, HParams* hp) {
+// Sliding windows (gemma3, gpt-oss). Layer l is sliding-window unless it is the last of each group of
+// sliding_window_pattern layers (l % n < n - 1, llama.cpp's set_swa_pattern; n = default_pattern when the
+// key is absent, 0 = every layer windowed), or per layer where the key is a bool array (true: windowed).
+Status ReadWindows(const gguf::File& f, const std::string& a, uint32_t default_pattern, HParams* hp) {
   LLAMAY_ASSIGN_OR_RETURN(uint32_t window, GetU32(f, a + "attention.sliding_window", 1, 1u << 24));
   const std::string key = a + "attention.sliding_window_pattern";
   std::vector<int64_t> windowed(hp->n_layer);
@@ -129,13 +138,22 @@ Status ReadGemma3(const gguf::File& f, const std::string& a, HParams* hp) {
       return InvalidArgumentError("model: " + key + " has " + std::to_string(windowed.size()) +
                                   " entries for " + std::to_string(hp->n_layer) + " layers");
   } else {
-    uint32_t n = 6;
+    uint32_t n = default_pattern;
     if (f.Has(key)) {
       LLAMAY_ASSIGN_OR_RETURN(n, GetU32(f, key, 0, 4096));
     }
     for (uint32_t l = 0; l < hp->n_layer; ++l) windowed[l] = n == 0 || l % n < n - 1;
   }
   for (uint32_t l = 0; l < hp->n_layer; ++l) hp->windows.push_back(windowed[l] != 0 ? window : 0);
+  return Status::Ok();
+}
+
+// Gemma 3 (llama.cpp's LLM_ARCH_GEMMA3): windows in groups of 6 (ReadWindows). Windowed layers rope with
+// rope.freq_base_swa (default 1e4), unscaled. Embeddings are scaled by sqrt(n_embd); q.k by
+// 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, as in llama.cpp and
+// gemma_pytorch.
+Status ReadGemma3(const gguf::File& f, const std::string& a, HParams* hp) {
+  LLAMAY_RETURN_IF_ERROR(ReadWindows(f, a, 6, hp));
   hp->rope_theta_swa = static_cast<float>(f.GetFloatOr(a + "rope.freq_base_swa", 10000.0));
   hp->rope_freq_scale_swa = 1.0f;
   hp->embedding_scale = std::sqrt(static_cast<float>(hp->n_embd));
@@ -196,6 +214,12 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
       m.gating = MoeGating::kSoftmax;
       m.norm_topk = true;
       shared = Shared::kDeclared;
+      break;
+    case Arch::kGptOss:
+      m.gating = MoeGating::kSoftmaxTopK;
+      m.norm_topk = false;
+      m.act = FfnActivation::kSwiGluOai;
+      m.biases = true;
       break;
     default:
       break;
@@ -259,6 +283,11 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
     hp.attn_output_gate = true;
+  } else if (hp.arch_name == "gpt-oss") {
+    hp.arch = Arch::kGptOss;
+    hp.rope_type = RopeType::kNeox;
+    hp.qkv_bias = true;
+    hp.attn_sinks = true;
   } else if (hp.arch_name == "gemma3") {
     hp.arch = Arch::kGemma3;
     hp.rope_type = RopeType::kNeox;
@@ -268,7 +297,8 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else {
     return UnimplementedError(
         "model: architecture '" + hp.arch_name +
-        "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3)");
+        "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3, "
+        "gpt-oss)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
@@ -278,7 +308,8 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
   // Granite 4.0-H is a mixture of experts where the file declares experts (Tiny, Small), dense otherwise.
   const bool granite_moe = hp.arch == Arch::kGraniteHybrid && f.GetIntOr(a + "expert_count", 0) > 0;
-  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || granite_moe) LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
+  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || hp.arch == Arch::kGptOss || granite_moe)
+    LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
   if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
   }
@@ -301,6 +332,13 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   if (hp.has_recurrent()) LLAMAY_RETURN_IF_ERROR(ReadSsm(f, a, &hp));
   if (hp.arch == Arch::kGraniteHybrid) ReadGraniteScales(f, a, &hp);
   if (hp.arch == Arch::kGemma3) LLAMAY_RETURN_IF_ERROR(ReadGemma3(f, a, &hp));
+  if (hp.arch == Arch::kGptOss) {
+    // Windows on the even layers; both kinds of layer rope alike (YaRN included) unless the file gives the
+    // windowed ones their own base.
+    LLAMAY_RETURN_IF_ERROR(ReadWindows(f, a, 2, &hp));
+    hp.rope_theta_swa = static_cast<float>(f.GetFloatOr(a + "rope.freq_base_swa", hp.rope_theta));
+    hp.rope_freq_scale_swa = hp.rope_freq_scale;
+  }
   // Vocabulary size: the embedding's row count is authoritative.
   const gguf::TensorInfo* embd = f.FindTensor("token_embd.weight");
   if (embd == nullptr) return InvalidArgumentError("model: token_embd.weight is missing");

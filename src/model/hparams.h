@@ -18,7 +18,12 @@
 //   - gemma3: attention in every layer, sliding-window (attention.sliding_window) in all but every
 //     sliding_window_pattern-th layer, with their own rope base (rope.freq_base_swa); per-head q/k norm,
 //     RMS norms after the mixer and after the FFN (HParams::post_norms), GeGLU FFN, embeddings scaled by
-//     sqrt(n_embd).
+//     sqrt(n_embd);
+//   - gpt-oss (gpt-oss-20b, -120b; llama.cpp's LLM_ARCH_OPENAI_MOE): attention with q/k/v/o biases and a
+//     learned sink logit per head (attn_sinks), a sliding window (attention.sliding_window, 128) on the
+//     even layers (sliding_window_pattern, default 2), NEOX rope with YaRN scaling on every layer; a mixture
+//     of experts in every layer (router bias; softmax over the top k router logits; experts with biases and
+//     the clamped SwiGLU, MoeParams::act); the FFN's norm is GGUF post_attention_norm.
 // An unknown architecture is an Unimplemented error naming it.
 //
 // A layer is a mixer (attention, Mamba-2 or gated delta net) and an optional FFN, dense or a mixture of
@@ -38,11 +43,15 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3, kGptOss };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
-// The FFN's gated activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU, gemma).
-enum class FfnActivation : uint8_t { kSwiGlu, kGeGlu };
+// The FFN's gated activation: silu(gate) * up (SwiGLU), gelu_tanh(gate) * up (GeGLU, gemma), or gpt-oss's
+// clamped SwiGLU: with g = min(gate, 7) and u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1)
+// (moe_block.cc; llama.cpp's swiglu_oai with its fixed alpha and limit).
+enum class FfnActivation : uint8_t { kSwiGlu, kGeGlu, kSwiGluOai };
+inline constexpr float kSwiGluOaiAlpha = 1.702f;
+inline constexpr float kSwiGluOaiLimit = 7.0f;
 // What follows a layer's mixer: nothing (mamba2), a dense gated FFN, or a mixture of experts.
 enum class FfnKind : uint8_t { kNone, kDense, kMoe };
 // How the router's logits become expert weights (llama.cpp's expert gating functions):
@@ -99,6 +108,8 @@ struct MoeParams {
   uint32_t n_ff_shared = 0;     // the shared expert's width (expert_shared_feed_forward_length); 0: none
   bool shared_gated = false;    // the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp x)
   uint32_t n_dense_lead = 0;    // leading_dense_block_count: the first layers have a dense FFN instead
+  FfnActivation act = FfnActivation::kSwiGlu;  // the experts' activation
+  bool biases = false;  // gpt-oss: a router bias and per-expert gate, up and down biases (ffn_*.bias)
 };
 
 struct HParams {
@@ -117,11 +128,18 @@ struct HParams {
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this
+  // YaRN (rope.scaling.type yarn): kernels::RopeParams's fields, as llama.cpp derives them from the file.
+  float rope_ext_factor = 0.0f;   // 1 with YaRN, 0 without
+  float rope_attn_factor = 1.0f;  // the cos/sin magnitude before YaRN's own ln term
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  uint32_t n_ctx_orig = 0;  // rope.scaling.original_context_length (default context_length)
   RopeType rope_type = RopeType::kNorm;
   bool use_rope = true;  // granite: {arch}.rope.scaling.finetuned switches rope off when false
   bool qkv_bias = false;
   bool qk_norm = false;
   bool attn_output_gate = false;  // qwen35: attn_q rows [q_h, gate_h] per head; output *= sigmoid(gate)
+  bool attn_sinks = false;        // gpt-oss: a sink logit per head (attn_sinks) and an output bias
 
   std::vector<MixerKind> mixers;  // [n_layer]
   std::vector<FfnKind> ffns;      // [n_layer]: what follows each mixer
@@ -131,7 +149,7 @@ struct HParams {
   bool post_norms = false;  // gemma3: mixer and FFN outputs RMS-normed (post_attention_norm, post_ffw_norm)
                             // before their residual adds
 
-  // Sliding-window attention (gemma3). windows: [n_layer] the attention window of each layer in positions
+  // Sliding-window attention (gemma3, gpt-oss). windows: [n_layer] the attention window of each layer in positions
   // (0: full), or empty when every layer is full. A windowed layer ropes with the _swa base and scale.
   std::vector<uint32_t> windows;
   float rope_theta_swa = 10000.0f;

@@ -209,12 +209,15 @@ bool Same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-// The models the contract is checked on: the demo model (llama) and two small mixtures of experts in Q8_0
-// (whose prefill groups a step's tokens by expert; qwen2moe's has a gated shared expert).
+// The models the contract is checked on: the demo model (llama) and three small mixtures of experts in Q8_0
+// (whose prefill groups a step's tokens by expert; qwen2moe's has a gated shared expert; gpt-oss's has
+// sinks, biases, YaRN and a sliding window on alternate layers).
 std::vector<uint8_t> ContractModel(const std::string& name) {
   if (name == "demo") return BuildDemoModel();
-  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(
-      TensorType::kQ8_0, name == "qwen2moe_q8_0" ? SyntheticArch::kQwen2Moe : SyntheticArch::kQwen3Moe));
+  const SyntheticArch arch = name == "qwen2moe_q8_0"  ? SyntheticArch::kQwen2Moe
+                             : name == "gpt_oss_q8_0" ? SyntheticArch::kGptOss
+                                                      : SyntheticArch::kQwen3Moe;
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, arch));
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
   return bytes.ok() ? std::move(*bytes) : std::vector<uint8_t>{};
 }
@@ -341,7 +344,7 @@ TEST_P(Determinism, BadInputLeavesContextsIntact) {
   EXPECT_TRUE(logits.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Determinism, testing::Values("demo", "qwen3moe_q8_0", "qwen2moe_q8_0"));
+INSTANTIATE_TEST_SUITE_P(Models, Determinism, testing::Values("demo", "qwen3moe_q8_0", "qwen2moe_q8_0", "gpt_oss_q8_0"));
 
 }  // namespace
 }  // namespace llamay::model

@@ -1,10 +1,23 @@
 // The mixture-of-experts FFN: see MoeBlock in blocks.h and MoeParams in hparams.h.
 #include <algorithm>
+#include <cmath>
 
 #include "model/blocks.h"
 #include "model/gating.h"
 
 namespace llamay::model::internal {
+namespace {
+
+// gpt-oss's clamped SwiGLU (FfnActivation::kSwiGluOai), element by element as llama.cpp computes it.
+void SwiGluOai(const float* gate, const float* up, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kSwiGluOaiLimit);
+    const float u = std::clamp(up[i], -kSwiGluOaiLimit, kSwiGluOaiLimit);
+    y[i] = g / (1.0f + std::exp(kSwiGluOaiAlpha * -g)) * (u + 1.0f);
+  }
+}
+
+}  // namespace
 
 MoeBlock::MoeBlock(Step& step) : step_(step) {
   const MoeParams& m = step.hp.moe;
@@ -65,6 +78,15 @@ void MoeBlock::Route(const float* logits, float* probs, int32_t* chosen, float* 
     for (int64_t j = 0; j < k; ++j) weights[j] *= m.weights_scale;
 }
 
+void MoeBlock::AddExpertBias(const Tensor& bias, int64_t width, float* grouped) const {
+  const int64_t X = step_.hp.moe.n_expert;
+  for (int64_t e = 0; e < X; ++e) {
+    const float* b = bias.f32() + e * width;
+    for (int64_t r = expert_begin_[e]; r < expert_begin_[e + 1]; ++r)
+      kernels::Add(&grouped[r * width], b, width, &grouped[r * width]);
+  }
+}
+
 void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
   const LayerWeights& L = step_.w.layers[layer];
   const MoeParams& m = step_.hp.moe;
@@ -75,8 +97,10 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
   // 1. Route every token: its k experts, largest weight first, and their weights.
   step_.linear.NewInput();
   step_.linear.Mul(L.router, xn, E, logits_.data());
-  for (int64_t t = 0; t < T; ++t)
+  for (int64_t t = 0; t < T; ++t) {
+    if (L.router_b) kernels::Add(&logits_[t * X], L.router_b.f32(), X, &logits_[t * X]);
     Route(&logits_[t * X], &probs_[t * X], &chosen_[t * k], &weights_[t * k]);
+  }
 
   // 2. Group the (token, slot) pairs by expert, tokens ascending within an expert: expert e's rows are
   //    [expert_begin_[e], expert_begin_[e + 1]) of the grouped buffers; slot_row_ says where each pair went.
@@ -112,7 +136,15 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
     products_.push_back({Matrix(L.up_exps.Slab(e)), &x_up, &up_[r0 * F], r0, n});
   }
   kernels::MatMulBatch(pool, products_);
-  kernels::SwiGlu(gate_.data(), up_.data(), T * k * F, act_.data());
+  if (L.gate_exps_b) {  // each grouped row takes its expert's biases
+    AddExpertBias(L.gate_exps_b, F, gate_.data());
+    AddExpertBias(L.up_exps_b, F, up_.data());
+  }
+  if (m.act == FfnActivation::kSwiGluOai) {
+    SwiGluOai(gate_.data(), up_.data(), T * k * F, act_.data());
+  } else {
+    kernels::SwiGlu(gate_.data(), up_.data(), T * k * F, act_.data());
+  }
 
   // 4. down of every used expert over its rows.
   act_prep_.Prepare(pool, kernels::ActivationFormat(L.down_exps.type), act_.data(), T * k, F);
@@ -123,6 +155,7 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
     products_.push_back({Matrix(L.down_exps.Slab(e)), &act_prep_, &down_[r0 * E], r0, n});
   }
   kernels::MatMulBatch(pool, products_);
+  if (L.down_exps_b) AddExpertBias(L.down_exps_b, E, down_.data());
 
   // 5. Each token's weighted sum over its experts, in slot order.
   auto combine = [&](int64_t t, int) {

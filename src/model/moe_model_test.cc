@@ -1,4 +1,4 @@
-// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts): the hyperparameters and expert tensors a file must have,
+// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts, gpt-oss): the hyperparameters and expert tensors a file must have,
 // parity with llama.cpp on small synthetic models (testdata/moe_ref_*.json, written by
 // testdata/make_moe_ref.py),
 // and the grouping of a batch's tokens by expert changing no token's bits. The determinism contract's own
@@ -123,6 +123,44 @@ TEST(MoeHParams, GraniteHybridWithExpertsHasAnUngatedSharedExpert) {
   EXPECT_EQ(hp.mixers[3], MixerKind::kAttention);
 }
 
+TEST(MoeHParams, GptOssHasSinksBiasesYarnAndWindowsOnItsEvenLayers) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kGptOss));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto f = gguf::File::FromBuffer(*bytes);
+  ASSERT_TRUE(f.ok());
+  auto m = Load(*bytes);
+  ASSERT_NE(m, nullptr);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kGptOss);
+  EXPECT_EQ(hp.moe.gating, MoeGating::kSoftmaxTopK);
+  EXPECT_FALSE(hp.moe.norm_topk);
+  EXPECT_TRUE(hp.moe.biases);
+  EXPECT_EQ(hp.moe.act, FfnActivation::kSwiGluOai);
+  EXPECT_EQ(hp.moe.n_ff_shared, 0u);
+  EXPECT_TRUE(hp.attn_sinks);
+  EXPECT_TRUE(hp.qkv_bias);
+  EXPECT_EQ(hp.rope_type, RopeType::kNeox);
+  EXPECT_EQ(hp.windows, (std::vector<uint32_t>{8, 0, 8}));
+  EXPECT_EQ(hp.rope_theta_swa, hp.rope_theta);
+  EXPECT_EQ(hp.rope_freq_scale, 1.0f / 32.0f);
+  EXPECT_EQ(hp.rope_freq_scale_swa, hp.rope_freq_scale);
+  EXPECT_EQ(hp.rope_ext_factor, 1.0f);
+  EXPECT_NEAR(hp.rope_attn_factor, 1.0f, 1e-6f);  // llama.cpp's mscale over the ln term rope applies
+  EXPECT_EQ(hp.n_ctx_orig, 4096u);
+  // The sinks, the output bias and the experts' biases are required, by name.
+  for (const char* t : {"blk.0.attn_sinks.weight", "blk.1.attn_output.bias", "blk.2.ffn_down_exps.bias",
+                        "blk.0.ffn_gate_inp.bias"}) {
+    auto g = Model::FromFile(*gguf::File::FromBuffer(test_util::RewriteKeys(*f, {}, [](gguf::Writer&) {}, {t})));
+    ASSERT_FALSE(g.ok()) << t;
+    EXPECT_NE(g.status().message().find(t), std::string::npos) << g.status().ToString();
+  }
+  // A rope scaling llamay does not know is refused by name.
+  auto longrope = Model::FromFile(*gguf::File::FromBuffer(test_util::RewriteKeys(
+      *f, {"gpt-oss.rope.scaling.type"}, [](gguf::Writer& w) { w.SetString("gpt-oss.rope.scaling.type", "longrope"); })));
+  ASSERT_FALSE(longrope.ok());
+  EXPECT_NE(longrope.status().message().find("longrope"), std::string::npos);
+}
+
 // log-softmax in double: what llama.cpp's top_logprobs are.
 std::vector<double> LogProbs(const float* logits, size_t n) {
   const double mx = *std::max_element(logits, logits + n);
@@ -142,12 +180,20 @@ std::vector<double> LogProbs(const float* logits, size_t n) {
 class MoeParity : public testing::TestWithParam<SyntheticArch> {};
 
 std::string ArchName(SyntheticArch arch) {
-  return arch == SyntheticArch::kQwen2Moe ? "qwen2moe" : arch == SyntheticArch::kGraniteHybrid ? "granitehybrid" : "qwen3moe";
+  switch (arch) {
+    case SyntheticArch::kQwen2Moe: return "qwen2moe";
+    case SyntheticArch::kGraniteHybrid: return "granitehybrid";
+    case SyntheticArch::kGptOss: return "gpt_oss";
+    default: return "qwen3moe";
+  }
 }
+
+// The reference file's name: llama.cpp's architecture name.
+std::string RefName(SyntheticArch arch) { return arch == SyntheticArch::kGptOss ? "gpt-oss" : ArchName(arch); }
 
 TEST_P(MoeParity, MatchesLlamaCpp) {
   const std::string name = ArchName(GetParam());
-  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref_" + name + ".json");
+  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref_" + RefName(GetParam()) + ".json");
   ASSERT_TRUE(in.good());
   const nlohmann::json ref = nlohmann::json::parse(in);
   auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kF32, GetParam()));
@@ -184,14 +230,16 @@ TEST_P(MoeParity, MatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
-                         testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid),
+                         testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
+                                         SyntheticArch::kGptOss),
                          [](const auto& info) { return ArchName(info.param); });
 
 // Prefill groups the batch's (token, slot) pairs by expert and multiplies each expert's rows together;
 // every token must still get the bits it gets alone (decoded one at a time), in f32 and in Q8_0, with a
 // prompt long enough that experts get many rows (more than a token tile) and others none.
 TEST(MoeDeterminism, GroupingByExpertChangesNoTokensBits) {
-  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid}) {
+  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
+                             SyntheticArch::kGptOss}) {
     for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
       SCOPED_TRACE(std::string(TensorTypeName(type)) + ", " + ArchName(arch));
       auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type, arch));

@@ -115,7 +115,10 @@ Status CheckSpec(const SyntheticSpec& spec) {
     return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
                                 " does not fit the shape");
   if (spec.arch == SyntheticArch::kLlama) return Status::Ok();
-  if (spec.arch == SyntheticArch::kQwen3Moe || spec.arch == SyntheticArch::kQwen2Moe) {
+  if (spec.arch == SyntheticArch::kGptOss && spec.window == 0)
+    return InvalidArgumentError("synthetic model: gpt-oss needs a sliding window");
+  if (spec.arch == SyntheticArch::kQwen3Moe || spec.arch == SyntheticArch::kQwen2Moe ||
+      spec.arch == SyntheticArch::kGptOss) {
     if ((spec.n_ff_shared != 0) != (spec.arch == SyntheticArch::kQwen2Moe) ||
         spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0)
       return InvalidArgumentError("synthetic model: qwen2moe needs a shared expert (a multiple of the type's block), "
@@ -207,6 +210,24 @@ SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer) {
   return s;
 }
 
+SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s;
+  s.arch = SyntheticArch::kGptOss;
+  s.name = "llamay-gpt-oss-20b-shape";
+  s.n_embd = 2880;
+  s.n_layer = n_layer;
+  s.n_head = 64;
+  s.n_head_kv = 8;
+  s.head_dim = 64;
+  s.n_ff = 2880;
+  s.n_expert = 32;
+  s.n_expert_used = 4;
+  s.n_ff_expert = 2880;
+  s.window = 128;
+  s.type = type;
+  return s;
+}
+
 SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
   SyntheticSpec s = Qwen3MoeShape(type, n_layer);
   s.arch = SyntheticArch::kQwen2Moe;
@@ -226,15 +247,17 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
   const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
   const bool granite_moe = hybrid && spec.granite_experts;
-  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe;
-  const std::string arch = hybrid ? "granitehybrid" : qwen2moe ? "qwen2moe" : moe ? "qwen3moe" : "llama";
+  const bool gpt_oss = spec.arch == SyntheticArch::kGptOss;
+  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe || gpt_oss;
+  const std::string arch =
+      hybrid ? "granitehybrid" : qwen2moe ? "qwen2moe" : gpt_oss ? "gpt-oss" : moe ? "qwen3moe" : "llama";
   const std::string a = arch + ".";
   const uint32_t head_dim = HeadDim(spec);
   Builder b(spec);
   gguf::Writer& w = b.writer();
   w.SetString("general.architecture", arch);
   w.SetString("general.name", spec.name);
-  w.SetUint32(a + "context_length", hybrid ? 32768 : 4096);
+  w.SetUint32(a + "context_length", hybrid ? 32768 : gpt_oss ? 131072 : 4096);
   w.SetUint32(a + "embedding_length", spec.n_embd);
   w.SetUint32(a + "block_count", spec.n_layer);
   w.SetUint32(a + "feed_forward_length", granite_moe ? spec.n_ff_expert : spec.n_ff);
@@ -247,7 +270,13 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
   }
   w.SetUint32(a + "rope.dimension_count", head_dim);
-  w.SetFloat32(a + "rope.freq_base", moe && !hybrid ? 1e6f : 10000.0f);
+  w.SetFloat32(a + "rope.freq_base", gpt_oss ? 150000.0f : moe && !hybrid ? 1e6f : 10000.0f);
+  if (gpt_oss) {
+    w.SetString(a + "rope.scaling.type", "yarn");
+    w.SetFloat32(a + "rope.scaling.factor", 32.0f);
+    w.SetUint32(a + "rope.scaling.original_context_length", 4096);
+    w.SetUint32(a + "attention.sliding_window", spec.window);
+  }
   if (moe && !hybrid) {
     w.SetUint32(a + "attention.key_length", head_dim);
     w.SetUint32(a + "attention.value_length", head_dim);
@@ -278,10 +307,15 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
-      if (qwen2moe) {
+      if (qwen2moe || gpt_oss) {
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_q.bias", {spec.n_head * head_dim}, 0.0f, 0.1f));
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_k.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
         LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_v.bias", {spec.n_head_kv * head_dim}, 0.0f, 0.1f));
+        if (gpt_oss) {
+          LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_output.bias", {spec.n_embd}, 0.0f, 0.1f));
+          // Sinks around the scores' scale, so that they take a real share of the softmax.
+          LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_sinks.weight", {spec.n_head}, 0.0f, 2.0f));
+        }
       } else if (moe && !hybrid) {
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", head_dim));
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", head_dim));
@@ -289,7 +323,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     } else {
       LLAMAY_RETURN_IF_ERROR(AddMamba2(b, p, spec));
     }
-    LLAMAY_RETURN_IF_ERROR(b.Norm(p + "ffn_norm.weight", spec.n_embd));
+    LLAMAY_RETURN_IF_ERROR(b.Norm(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.n_embd));
     if (moe) {
       // The router's gain spreads its logits (std ~2) so that the choice of experts is clear-cut.
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_inp.weight", 0, spec.n_expert, spec.n_embd, 2.0f, TensorType::kF32));
@@ -297,6 +331,12 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_up_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_down_exps.weight", X, E, F, 1.0f, spec.type));
+      if (gpt_oss) {
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_inp.bias", {X}, 0.0f, 0.5f));
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_exps.bias", {F, X}, 0.0f, 0.5f));
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_up_exps.bias", {F, X}, 0.0f, 0.5f));
+        LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_down_exps.bias", {E, X}, 0.0f, 0.1f));
+      }
       if (spec.n_ff_shared != 0) {
         const uint32_t S = spec.n_ff_shared;
         // [n_embd], one row of variance 1/n_embd, as the published files have it (1-D); Granite's is ungated.

@@ -12,7 +12,11 @@
 //     per token, in every layer; the router (ffn_gate_inp) is f32 as in the published files, the experts
 //     3-D tensors [n_embd][n_ff_expert][n_expert] (down: [n_ff_expert][n_embd][n_expert]) in `type`;
 //   - qwen2moe (Qwen1.5-MoE's layer): qwen3moe's, but attention with q/k/v biases and no q/k norms, and a
-//     shared expert of n_ff_shared (ffn_{gate,up,down}_shexp in `type`) gated by ffn_gate_inp_shexp (f32).
+//     shared expert of n_ff_shared (ffn_{gate,up,down}_shexp in `type`) gated by ffn_gate_inp_shexp (f32);
+//   - gpt-oss (gpt-oss-20b's layer): attention with q/k/v/o biases and per-head sinks, a sliding window of
+//     `window` on the even layers, NEOX rope base 150000 with YaRN (factor 32 over 4096 positions); a
+//     mixture of experts in every layer with router and expert biases (f32), no shared expert; the FFN's
+//     norm is post_attention_norm.
 //
 // Weights are uniform with variance 1/fan_in from an integer PRNG (no libm), so the bytes are identical on
 // every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms and the
@@ -32,7 +36,7 @@
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe };
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss };
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -64,6 +68,8 @@ struct SyntheticSpec {
   uint32_t n_ff_shared = 0;
   // granitehybrid only: the FFNs are mixtures of the experts above (Granite 4.0-H Tiny and Small).
   bool granite_experts = false;
+  // gpt-oss only: the sliding window of its even layers.
+  uint32_t window = 128;
 };
 
 // The peer model's shape (see the header comment) in `type`.
@@ -86,6 +92,10 @@ SyntheticSpec HybridMoeShape(TensorType type);
 // Qwen1.5-MoE-A2.7B's layer shape (dim 2048, 16 heads of 128, 60 experts of 1408, 4 used, a shared expert of
 // 5632) with vocab 32000 and `n_layer` layers, in `type`.
 SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer = 8);
+
+// gpt-oss-20b's layer shape (dim 2880, 64 / 8 heads of 64, 32 experts of 2880, 4 used, window 128) with
+// vocab 32000 and `n_layer` layers, in `type`.
+SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer = 6);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

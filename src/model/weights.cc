@@ -96,6 +96,10 @@ Status BindAttention(Binder& b, const std::string& p, const HParams& hp, LayerWe
   LLAMAY_ASSIGN_OR_RETURN(l->bq, b.Get(p + "attn_q.bias", 1, Q, false, !hp.qkv_bias));
   LLAMAY_ASSIGN_OR_RETURN(l->bk, b.Get(p + "attn_k.bias", 1, KV, false, !hp.qkv_bias));
   LLAMAY_ASSIGN_OR_RETURN(l->bv, b.Get(p + "attn_v.bias", 1, KV, false, !hp.qkv_bias));
+  LLAMAY_ASSIGN_OR_RETURN(l->bo, b.Get(p + "attn_output.bias", 1, E, false, !hp.attn_sinks));
+  if (hp.attn_sinks) {
+    LLAMAY_ASSIGN_OR_RETURN(l->sinks, b.Get(p + "attn_sinks.weight", 1, hp.n_head, false));
+  }
   if (static_cast<bool>(l->bq) != static_cast<bool>(l->bk) ||
       static_cast<bool>(l->bq) != static_cast<bool>(l->bv))
     return UnimplementedError("model: " + p + "attn_{q,k,v}.bias must be all present or all absent");
@@ -135,11 +139,14 @@ Status BindDeltaNet(Binder& b, const std::string& p, const HParams& hp, LayerWei
   return Status::Ok();
 }
 
+// Qwen3.5 and gpt-oss name the norm in front of their FFN post_attention_norm (llama.cpp: attn_post_norm).
+std::string FfnNormName(const HParams& hp) {
+  return hp.arch == Arch::kQwen35 || hp.arch == Arch::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight";
+}
+
 Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
   const int64_t E = hp.n_embd, F = hp.n_ff;
-  // Qwen3.5 names the norm in front of its FFN post_attention_norm (llama.cpp: attn_post_norm).
-  const char* norm = hp.arch == Arch::kQwen35 ? "post_attention_norm.weight" : "ffn_norm.weight";
-  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + norm, 1, E, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + FfnNormName(hp), 1, E, false));
   LLAMAY_ASSIGN_OR_RETURN(l->w_gate, b.Get(p + "ffn_gate.weight", F, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->w_up, b.Get(p + "ffn_up.weight", F, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->w_down, b.Get(p + "ffn_down.weight", E, F, true));
@@ -148,11 +155,17 @@ Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights*
 
 Status BindMoe(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {
   const int64_t E = hp.n_embd, F = hp.moe.n_ff_expert, X = hp.moe.n_expert;
-  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + "ffn_norm.weight", 1, E, false));
+  LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + FfnNormName(hp), 1, E, false));
   LLAMAY_ASSIGN_OR_RETURN(l->router, b.Get(p + "ffn_gate_inp.weight", X, E, true));
   LLAMAY_ASSIGN_OR_RETURN(l->gate_exps, b.GetExperts(p + "ffn_gate_exps.weight", X, F, E));
   LLAMAY_ASSIGN_OR_RETURN(l->up_exps, b.GetExperts(p + "ffn_up_exps.weight", X, F, E));
   LLAMAY_ASSIGN_OR_RETURN(l->down_exps, b.GetExperts(p + "ffn_down_exps.weight", X, E, F));
+  if (hp.moe.biases) {
+    LLAMAY_ASSIGN_OR_RETURN(l->router_b, b.Get(p + "ffn_gate_inp.bias", 1, X, false));
+    LLAMAY_ASSIGN_OR_RETURN(l->gate_exps_b, b.Get(p + "ffn_gate_exps.bias", X, F, false));
+    LLAMAY_ASSIGN_OR_RETURN(l->up_exps_b, b.Get(p + "ffn_up_exps.bias", X, F, false));
+    LLAMAY_ASSIGN_OR_RETURN(l->down_exps_b, b.Get(p + "ffn_down_exps.bias", X, E, false));
+  }
   if (const int64_t S = hp.moe.n_ff_shared; S > 0) {
     LLAMAY_ASSIGN_OR_RETURN(l->gate_shexp, b.Get(p + "ffn_gate_shexp.weight", S, E, true));
     LLAMAY_ASSIGN_OR_RETURN(l->up_shexp, b.Get(p + "ffn_up_shexp.weight", S, E, true));

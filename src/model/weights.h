@@ -46,6 +46,8 @@ struct LayerWeights {
   Tensor wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
                                 // (attn_output_gate: wq is [n_head][q_h, gate_h][head_dim][n_embd])
   Tensor bq, bk, bv;            // qwen2: [q_dim], [kv_dim] x2, f32
+  Tensor bo;                    // optional [n_embd] f32 (GGUF attn_output.bias; gpt-oss)
+  Tensor sinks;                 // gpt-oss: [n_head] f32 (GGUF attn_sinks), HParams::attn_sinks
   Tensor q_norm, k_norm;        // qwen3: [head_dim] f32
   // Mamba-2 mixer (SsmParams: H heads, C = conv_channels, K = d_conv).
   Tensor ssm_in;                // [in_proj_dim][n_embd]: rows z [d_inner], xBC [C], dt [H]
@@ -63,10 +65,12 @@ struct LayerWeights {
   Tensor ssm_z;                 // [d_inner][n_embd] (GGUF attn_gate): the output gate z
   Tensor ssm_beta, ssm_alpha;   // [Hv][n_embd] each
   // SwiGLU FFN (dense), or the mixture of experts (MoeParams; F = n_ff_expert, X = n_expert).
-  Tensor ffn_norm;              // [n_embd] f32, for either (qwen35: GGUF post_attention_norm)
+  Tensor ffn_norm;              // [n_embd] f32, for either (qwen35, gpt-oss: GGUF post_attention_norm)
   Tensor w_gate, w_up, w_down;  // dense: [n_ff][n_embd] x2, [n_embd][n_ff]
   Tensor router;                // [X][n_embd] (GGUF ffn_gate_inp)
   Tensor gate_exps, up_exps, down_exps;  // X slabs of [F][n_embd] x2, [n_embd][F] (GGUF ffn_*_exps)
+  // MoeParams::biases (gpt-oss), f32: router [X], and per expert gate and up [X][F], down [X][n_embd].
+  Tensor router_b, gate_exps_b, up_exps_b, down_exps_b;
   // The shared expert (MoeParams::n_ff_shared = S), a SwiGLU FFN every token runs, and its gate.
   Tensor gate_shexp, up_shexp, down_shexp;  // [S][n_embd] x2, [n_embd][S] (GGUF ffn_*_shexp)
   Tensor gate_inp_shexp;                    // [1][n_embd] (GGUF ffn_gate_inp_shexp), when shared_gated

@@ -22,12 +22,13 @@ constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  Tensor
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe
+  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe | gpt-oss
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
   uint32_t head_dim = 0, n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;  // the MoE shapes
   uint32_t ssm_d_inner = 0;                                                                 // the hybrid shapes
+  uint32_t window = 0;                                                                      // gpt-oss
   uint64_t seed = 0;
 };
 
@@ -43,14 +44,19 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::Qwen3MoeShape(type);
   } else if (o.shape == "qwen2moe") {
     s = model::Qwen2MoeShape(type);
+  } else if (o.shape == "gpt-oss") {
+    s = model::GptOssShape(type);
   } else {
-    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe or qwen2moe, got '" + o.shape + "'");
+    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe, qwen2moe or gpt-oss, got '" +
+                                o.shape + "'");
   }
   const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe ||
-                   s.granite_experts;
+                   s.arch == model::SyntheticArch::kGptOss || s.granite_experts;
   if (!moe && (o.head_dim || o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
     return InvalidArgumentError("--head-dim, --experts, --experts-used, --expert-ffn and --shared-ffn are for the "
-                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe)");
+                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe, gpt-oss)");
+  if (o.window != 0 && s.arch != model::SyntheticArch::kGptOss)
+    return InvalidArgumentError("--window is for the gpt-oss shape");
   auto set = [](uint32_t v, uint32_t& field) {
     if (v != 0) field = v;
   };
@@ -65,6 +71,7 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   set(o.n_expert_used, s.n_expert_used);
   set(o.n_ff_expert, s.n_ff_expert);
   set(o.n_ff_shared, s.n_ff_shared);
+  set(o.window, s.window);
   if (o.ssm_d_inner != 0 && s.arch != model::SyntheticArch::kGraniteHybrid)
     return InvalidArgumentError("--ssm-inner is for the hybrid shapes (hybrid, hybrid-moe)");
   set(o.ssm_d_inner, s.ssm_d_inner);
@@ -135,7 +142,8 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
                 "290M (every 4th layer attention, the rest Mamba-2); hybrid-moe: hybrid with Granite 4.0-H Tiny's experts (64 of "
                 "512, 6 used, a shared expert of 1024); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
                 "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim 2048, "
-                "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers")
+                "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; gpt-oss: gpt-oss-20b's layer "
+                "(dim 2880, 64/8 heads of 64, 32 experts of 2880, 4 used, sinks, window 128 on even layers, YaRN), 6 layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
   c->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the shape's)");
@@ -152,6 +160,7 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
                 "hybrid shapes: the Mamba-2 layers' inner width (default: the shape's; llama.cpp wants 2 x --dim)");
   c->add_option("--shared-ffn", o->n_ff_shared,
                 "qwen2moe, hybrid-moe: the shared expert's FFN width (default: the shape's)");
+  c->add_option("--window", o->window, "gpt-oss: the even layers' sliding window (default: the shape's, 128)");
   c->add_option("--seed", o->seed, "Weight seed (default: the shape's)");
   c->callback([o, exit_code] { *exit_code = RunSynth(*o); });
 }

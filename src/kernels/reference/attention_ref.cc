@@ -49,6 +49,7 @@ void RefAttentionPagedBatch(const float* q, const int64_t* positions, int64_t n_
         for (int64_t d = 0; d < hd; ++d) k[d] = RowElement(p.kv_type, row, g * hd + d);
         scores[j - lo] = RefDotF32(qh, k.data(), hd) * p.scale;
       }
+      if (p.sinks != nullptr) scores.push_back(p.sinks[h]);  // its weight is computed and not used
       RefSoftmax(scores.data(), static_cast<int64_t>(scores.size()), scores.data());
       float* o = out + (i * p.n_head + h) * hd;
       for (int64_t d = 0; d < hd; ++d) {

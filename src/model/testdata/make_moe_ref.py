@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid}.json: llama.cpp's next-token distributions on small synthetic
+"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid,gpt-oss}.json: llama.cpp's next-token distributions on small synthetic
 mixture-of-experts models, the references that moe_model_test.cc holds llamay's MoE path to.
 
 Each model is `llamay model synth --shape NAME` with the small dimensions below, f32 weights: its bytes
@@ -10,7 +10,7 @@ and for each prompt answers, at the prompt's end and after each of four steps, t
 their log-probabilities (post_sampling_probs false: the model's own distribution). Each step appends the
 most probable token that is valid text on its own (see next_token_logprobs).
 
-Usage: src/model/testdata/make_moe_ref.py [LLAMAY_BINARY]   (default build/release/bin/llamay)
+Usage: src/model/testdata/make_moe_ref.py [LLAMAY_BINARY [SHAPE...]]   (default build/release/bin/llamay, every shape)
 Standard library only.
 """
 import json, os, random, subprocess, sys, tempfile, time, urllib.request
@@ -30,6 +30,8 @@ SHAPES = {
     "granitehybrid": ["--shape", "hybrid-moe", "--name", "tiny-granitemoe", "--type", "f32", "--vocab", "512",
                       "--dim", "128", "--ssm-inner", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2", "--experts", "16",
                       "--experts-used", "4", "--expert-ffn", "64", "--shared-ffn", "96"],
+    # gpt-oss: a window of 8 on the even layers, so that the prompts below reach past it.
+    "gpt-oss": ["--shape", "gpt-oss", "--name", "tiny-gpt-oss", "--window", "8"] + COMMON,
 }
 TOP = 16
 BYTE0 = 3  # the synthetic vocabulary's <0x00>: bytes are ids 3..258
@@ -65,8 +67,8 @@ def next_token_logprobs(port, tokens):
     sys.exit(f"llama-server sent no probabilities after {tokens}")
 
 
-def reference(llamay, tmp, shape, synth):
-    model = os.path.join(tmp, f"tiny-{shape}-f32.gguf")
+def reference(llamay, tmp, shape, synth, prefix="moe_ref", script="make_moe_ref.py"):
+    model = os.path.join(tmp, f"tiny-{shape}.gguf")
     subprocess.run([llamay, "model", "synth", *synth, "-o", model], check=True, stdout=subprocess.DEVNULL)
     with open(model, "rb") as f:
         digest = fnv1a(f.read())
@@ -97,9 +99,9 @@ def reference(llamay, tmp, shape, synth):
         proc.terminate()
         proc.wait()
     ref = {"about": "llama.cpp (../shared/peers/llama-server, f32 KV, flash attention off) on `llamay model synth "
-                    + " ".join(synth) + "`; written by make_moe_ref.py",
+                    + " ".join(synth) + "`; written by " + script,
            "model_fnv1a": f"{digest:016x}", "cases": cases}
-    out = os.path.join(HERE, f"moe_ref_{shape}.json")
+    out = os.path.join(HERE, f"{prefix}_{shape}.json")
     with open(out, "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
@@ -109,8 +111,10 @@ def reference(llamay, tmp, shape, synth):
 def main():
     llamay = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release", "bin", "llamay")
     tmp = tempfile.mkdtemp()
+    only = sys.argv[2:]  # shapes to write (default: all)
     for shape, synth in SHAPES.items():
-        reference(llamay, tmp, shape, synth)
+        if not only or shape in only:
+            reference(llamay, tmp, shape, synth)
 
 
 if __name__ == "__main__":
