@@ -88,7 +88,10 @@ Status AttentionBlock::Run(uint32_t layer, const float* xn, float* out) {
       kernels::Add(kt, L.bk.f32(), KV, kt);
       kernels::Add(vt, L.bv.f32(), KV, vt);
     }
-    if (L.q_norm) {
+    if (L.q_norm && hp.qk_norm_full) {
+      kernels::RmsNorm(qt, L.q_norm.f32(), Q, hp.rms_eps, qt);
+      kernels::RmsNorm(kt, L.k_norm.f32(), KV, hp.rms_eps, kt);
+    } else if (L.q_norm) {
       for (int64_t h = 0; h < hp.n_head; ++h)
         kernels::RmsNorm(qt + h * D, L.q_norm.f32(), D, hp.rms_eps, qt + h * D);
       for (int64_t h = 0; h < hp.n_head_kv; ++h)

@@ -71,8 +71,8 @@ struct Step {
   int64_t seq_tokens(size_t s) const { return seq_begin[s + 1] - seq_begin[s]; }
 };
 
-// The attention mixer of the llama family (and granite): q/k/v projections (+ bias, + per-head q/k norm),
-// rope, the new K/V rows written into each context's pages, paged attention over them, output projection.
+// The attention mixer of the llama family (and granite): q/k/v projections (+ bias, + per-head q/k norm,
+// or olmoe's over whole rows), rope, the new K/V rows written into each context's pages, paged attention over them, output projection.
 // The rope table for the step's positions is computed once and shared by every attention layer (a second
 // one for sliding-window layers, which rope with their own base: HParams::windows, rope_theta_swa). A
 // windowed layer attends over its window only (kernels::AttentionParams::window) and reads its pages from

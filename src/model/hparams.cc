@@ -184,9 +184,10 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   MoeParams& m = hp->moe;
   LLAMAY_ASSIGN_OR_RETURN(m.n_expert, GetU32(f, a + "expert_count", 1, 4096));
   LLAMAY_ASSIGN_OR_RETURN(m.n_expert_used, GetU32(f, a + "expert_used_count", 1, std::min(m.n_expert, kMaxExpertsUsed)));
-  // Granite's experts are feed_forward_length wide (llama.cpp reads that key for them); the others declare
+  // Granite's and OLMoE's experts are feed_forward_length wide (llama.cpp reads that key for them); the others declare
   // their experts' width apart from a dense FFN's.
-  const std::string width = hp->arch == Arch::kGraniteHybrid ? "feed_forward_length" : "expert_feed_forward_length";
+  const std::string width = hp->arch == Arch::kGraniteHybrid || hp->arch == Arch::kOlmoe ? "feed_forward_length"
+                                                                                         : "expert_feed_forward_length";
   LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + width, 1, 1 << 20));
   if (f.Has(a + "expert_shared_feed_forward_length")) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_ff_shared, GetU32(f, a + "expert_shared_feed_forward_length", 0, 1 << 20));
@@ -214,6 +215,10 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
       m.gating = MoeGating::kSoftmax;
       m.norm_topk = true;
       shared = Shared::kDeclared;
+      break;
+    case Arch::kOlmoe:
+      m.gating = MoeGating::kSoftmax;
+      m.norm_topk = false;
       break;
     case Arch::kGptOss:
       m.gating = MoeGating::kSoftmaxTopK;
@@ -283,6 +288,11 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
     hp.attn_output_gate = true;
+  } else if (hp.arch_name == "olmoe") {
+    hp.arch = Arch::kOlmoe;
+    hp.rope_type = RopeType::kNeox;
+    hp.qk_norm = true;
+    hp.qk_norm_full = true;
   } else if (hp.arch_name == "gpt-oss") {
     hp.arch = Arch::kGptOss;
     hp.rope_type = RopeType::kNeox;
@@ -298,7 +308,7 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     return UnimplementedError(
         "model: architecture '" + hp.arch_name +
         "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3, "
-        "gpt-oss)");
+        "gpt-oss, olmoe)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
@@ -308,7 +318,8 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
   // Granite 4.0-H is a mixture of experts where the file declares experts (Tiny, Small), dense otherwise.
   const bool granite_moe = hp.arch == Arch::kGraniteHybrid && f.GetIntOr(a + "expert_count", 0) > 0;
-  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || hp.arch == Arch::kGptOss || granite_moe)
+  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || hp.arch == Arch::kGptOss || hp.arch == Arch::kOlmoe ||
+      granite_moe)
     LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
   if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));

@@ -5,6 +5,9 @@
 //     q/k RMS norm, rope NEOX): every layer is attention + SwiGLU FFN;
 //   - qwen3moe (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): qwen3's attention, a mixture of experts in every layer
 //     (softmax gating, top k renormalised, no shared expert);
+//   - olmoe (OLMoE-1B-7B): attention with RMS norms over the whole q and k rows (HParams::qk_norm_full),
+//     rope NEOX, a mixture of experts in every layer (softmax gating, top k not renormalised, experts
+//     feed_forward_length wide, no shared expert);
 //   - qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B): qwen2's attention, a mixture of experts in every layer
 //     (softmax gating, top k not renormalised) and a shared expert gated by sigmoid(ffn_gate_inp_shexp x);
 //   - mamba2: every layer is a Mamba-2 mixer, no FFN;
@@ -43,7 +46,7 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3, kGptOss };
+enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3, kGptOss, kOlmoe };
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: silu(gate) * up (SwiGLU), gelu_tanh(gate) * up (GeGLU, gemma), or gpt-oss's
@@ -138,6 +141,7 @@ struct HParams {
   bool use_rope = true;  // granite: {arch}.rope.scaling.finetuned switches rope off when false
   bool qkv_bias = false;
   bool qk_norm = false;
+  bool qk_norm_full = false;  // olmoe: q_norm [q_dim] and k_norm [kv_dim] over the whole rows, not per head
   bool attn_output_gate = false;  // qwen35: attn_q rows [q_h, gate_h] per head; output *= sigmoid(gate)
   bool attn_sinks = false;        // gpt-oss: a sink logit per head (attn_sinks) and an output bias
 

@@ -71,7 +71,7 @@ inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
 // A small mixture of experts (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
 // vocabulary; qwen2moe: a shared expert of 96; granitehybrid: 4 layers, Mamba-2 of 256 but the last, and an
 // ungated shared expert of 96; gpt-oss: a window of 8): `llamay model synth --shape
-// qwen3moe|qwen2moe|hybrid-moe|gpt-oss` with the flags of testdata/make_moe_ref.py.
+// qwen3moe|qwen2moe|hybrid-moe|olmoe|gpt-oss` with the flags of testdata/make_moe_ref.py.
 inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = SyntheticArch::kQwen3Moe) {
   if (arch == SyntheticArch::kGraniteHybrid) {
     SyntheticSpec s = HybridMoeShape(type);
@@ -88,15 +88,19 @@ inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = Synthetic
     s.n_ff_shared = 96;
     return s;
   }
-  const bool qwen2 = arch == SyntheticArch::kQwen2Moe, gpt_oss = arch == SyntheticArch::kGptOss;
-  SyntheticSpec s = qwen2 ? Qwen2MoeShape(type, 3) : gpt_oss ? GptOssShape(type, 3) : Qwen3MoeShape(type, 3);
-  s.name = qwen2 ? "tiny-qwen2moe" : gpt_oss ? "tiny-gpt-oss" : "tiny-qwen3moe";
+  const bool qwen2 = arch == SyntheticArch::kQwen2Moe, gpt_oss = arch == SyntheticArch::kGptOss,
+             olmoe = arch == SyntheticArch::kOlmoe;
+  SyntheticSpec s = qwen2     ? Qwen2MoeShape(type, 3)
+                    : gpt_oss ? GptOssShape(type, 3)
+                    : olmoe   ? OlmoeShape(type, 3)
+                              : Qwen3MoeShape(type, 3);
+  s.name = qwen2 ? "tiny-qwen2moe" : gpt_oss ? "tiny-gpt-oss" : olmoe ? "tiny-olmoe" : "tiny-qwen3moe";
   if (gpt_oss) s.window = 8;  // layers 0 and 2 windowed; the test prompts reach past it
   if (qwen2) s.n_ff_shared = 96;
   s.n_vocab = 512;
   s.n_embd = 128;
   s.n_head = 4;
-  s.n_head_kv = 2;
+  s.n_head_kv = olmoe ? 4 : 2;  // OLMoE has no grouped-query attention
   s.head_dim = 32;
   s.n_expert = 16;
   s.n_expert_used = 4;

@@ -1,4 +1,4 @@
-// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts, gpt-oss): the hyperparameters and expert tensors a file must have,
+// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts, gpt-oss, olmoe): the hyperparameters and expert tensors a file must have,
 // parity with llama.cpp on small synthetic models (testdata/moe_ref_*.json, written by
 // testdata/make_moe_ref.py),
 // and the grouping of a batch's tokens by expert changing no token's bits. The determinism contract's own
@@ -161,6 +161,25 @@ TEST(MoeHParams, GptOssHasSinksBiasesYarnAndWindowsOnItsEvenLayers) {
   EXPECT_NE(longrope.status().message().find("longrope"), std::string::npos);
 }
 
+TEST(MoeHParams, OlmoeNormsWholeQAndKRows) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kOlmoe));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto m = Load(*bytes);
+  ASSERT_NE(m, nullptr);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kOlmoe);
+  EXPECT_TRUE(hp.qk_norm_full);
+  EXPECT_EQ(hp.moe.gating, MoeGating::kSoftmax);
+  EXPECT_FALSE(hp.moe.norm_topk);
+  EXPECT_EQ(hp.moe.n_ff_expert, 64u);  // feed_forward_length, as llama.cpp reads it for OLMoE's experts
+  EXPECT_EQ(hp.rope_type, RopeType::kNeox);
+  // It loaded with norms of [q_dim] and [kv_dim] (the binder checks every shape), not [head_dim].
+  auto f = gguf::File::FromBuffer(*bytes);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->FindTensor("blk.0.attn_q_norm.weight")->dims[0], 128);
+  EXPECT_EQ(f->FindTensor("blk.0.attn_k_norm.weight")->dims[0], 128);
+}
+
 // log-softmax in double: what llama.cpp's top_logprobs are.
 std::vector<double> LogProbs(const float* logits, size_t n) {
   const double mx = *std::max_element(logits, logits + n);
@@ -184,6 +203,7 @@ std::string ArchName(SyntheticArch arch) {
     case SyntheticArch::kQwen2Moe: return "qwen2moe";
     case SyntheticArch::kGraniteHybrid: return "granitehybrid";
     case SyntheticArch::kGptOss: return "gpt_oss";
+    case SyntheticArch::kOlmoe: return "olmoe";
     default: return "qwen3moe";
   }
 }
@@ -231,7 +251,7 @@ TEST_P(MoeParity, MatchesLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
                          testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
-                                         SyntheticArch::kGptOss),
+                                         SyntheticArch::kGptOss, SyntheticArch::kOlmoe),
                          [](const auto& info) { return ArchName(info.param); });
 
 // Prefill groups the batch's (token, slot) pairs by expert and multiplies each expert's rows together;
@@ -239,7 +259,7 @@ INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
 // prompt long enough that experts get many rows (more than a token tile) and others none.
 TEST(MoeDeterminism, GroupingByExpertChangesNoTokensBits) {
   for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
-                             SyntheticArch::kGptOss}) {
+                             SyntheticArch::kGptOss, SyntheticArch::kOlmoe}) {
     for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
       SCOPED_TRACE(std::string(TensorTypeName(type)) + ", " + ArchName(arch));
       auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type, arch));

@@ -118,7 +118,7 @@ Status CheckSpec(const SyntheticSpec& spec) {
   if (spec.arch == SyntheticArch::kGptOss && spec.window == 0)
     return InvalidArgumentError("synthetic model: gpt-oss needs a sliding window");
   if (spec.arch == SyntheticArch::kQwen3Moe || spec.arch == SyntheticArch::kQwen2Moe ||
-      spec.arch == SyntheticArch::kGptOss) {
+      spec.arch == SyntheticArch::kGptOss || spec.arch == SyntheticArch::kOlmoe) {
     if ((spec.n_ff_shared != 0) != (spec.arch == SyntheticArch::kQwen2Moe) ||
         spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0)
       return InvalidArgumentError("synthetic model: qwen2moe needs a shared expert (a multiple of the type's block), "
@@ -210,6 +210,19 @@ SyntheticSpec Qwen3MoeShape(TensorType type, uint32_t n_layer) {
   return s;
 }
 
+SyntheticSpec OlmoeShape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s = Qwen3MoeShape(type, n_layer);
+  s.arch = SyntheticArch::kOlmoe;
+  s.name = "llamay-olmoe-1b-7b-shape";
+  s.n_head = 16;
+  s.n_head_kv = 16;
+  s.head_dim = 128;
+  s.n_expert = 64;
+  s.n_expert_used = 8;
+  s.n_ff_expert = 1024;
+  return s;
+}
+
 SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer) {
   SyntheticSpec s;
   s.arch = SyntheticArch::kGptOss;
@@ -247,10 +260,14 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
   const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
   const bool granite_moe = hybrid && spec.granite_experts;
-  const bool gpt_oss = spec.arch == SyntheticArch::kGptOss;
-  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe || gpt_oss;
-  const std::string arch =
-      hybrid ? "granitehybrid" : qwen2moe ? "qwen2moe" : gpt_oss ? "gpt-oss" : moe ? "qwen3moe" : "llama";
+  const bool gpt_oss = spec.arch == SyntheticArch::kGptOss, olmoe = spec.arch == SyntheticArch::kOlmoe;
+  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe || gpt_oss || olmoe;
+  const std::string arch = hybrid    ? "granitehybrid"
+                           : qwen2moe ? "qwen2moe"
+                           : gpt_oss  ? "gpt-oss"
+                           : olmoe    ? "olmoe"
+                           : moe      ? "qwen3moe"
+                                      : "llama";
   const std::string a = arch + ".";
   const uint32_t head_dim = HeadDim(spec);
   Builder b(spec);
@@ -260,7 +277,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   w.SetUint32(a + "context_length", hybrid ? 32768 : gpt_oss ? 131072 : 4096);
   w.SetUint32(a + "embedding_length", spec.n_embd);
   w.SetUint32(a + "block_count", spec.n_layer);
-  w.SetUint32(a + "feed_forward_length", granite_moe ? spec.n_ff_expert : spec.n_ff);
+  w.SetUint32(a + "feed_forward_length", granite_moe || olmoe ? spec.n_ff_expert : spec.n_ff);
   w.SetUint32(a + "attention.head_count", spec.n_head);
   if (hybrid) {  // per layer, 0 marking a Mamba-2 layer
     std::vector<int32_t> kv(spec.n_layer);
@@ -270,7 +287,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
   }
   w.SetUint32(a + "rope.dimension_count", head_dim);
-  w.SetFloat32(a + "rope.freq_base", gpt_oss ? 150000.0f : moe && !hybrid ? 1e6f : 10000.0f);
+  w.SetFloat32(a + "rope.freq_base", gpt_oss ? 150000.0f : moe && !hybrid && !olmoe ? 1e6f : 10000.0f);
   if (gpt_oss) {
     w.SetString(a + "rope.scaling.type", "yarn");
     w.SetFloat32(a + "rope.scaling.factor", 32.0f);
@@ -284,7 +301,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   if (moe) {
     w.SetUint32(a + "expert_count", spec.n_expert);
     w.SetUint32(a + "expert_used_count", spec.n_expert_used);
-    if (!granite_moe) w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
+    if (!granite_moe && !olmoe) w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
     if (spec.n_ff_shared != 0) w.SetUint32(a + "expert_shared_feed_forward_length", spec.n_ff_shared);
   }
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
@@ -317,8 +334,8 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
           LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_sinks.weight", {spec.n_head}, 0.0f, 2.0f));
         }
       } else if (moe && !hybrid) {
-        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", head_dim));
-        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", head_dim));
+        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", olmoe ? spec.n_head * head_dim : head_dim));
+        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", olmoe ? spec.n_head_kv * head_dim : head_dim));
       }
     } else {
       LLAMAY_RETURN_IF_ERROR(AddMamba2(b, p, spec));

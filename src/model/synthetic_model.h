@@ -13,6 +13,8 @@
 //     3-D tensors [n_embd][n_ff_expert][n_expert] (down: [n_ff_expert][n_embd][n_expert]) in `type`;
 //   - qwen2moe (Qwen1.5-MoE's layer): qwen3moe's, but attention with q/k/v biases and no q/k norms, and a
 //     shared expert of n_ff_shared (ffn_{gate,up,down}_shexp in `type`) gated by ffn_gate_inp_shexp (f32);
+//   - olmoe (OLMoE-1B-7B's layer): qwen3moe's, but the q/k norms over the whole rows ([q_dim], [kv_dim]),
+//     rope base 10000 and the experts' width in feed_forward_length;
 //   - gpt-oss (gpt-oss-20b's layer): attention with q/k/v/o biases and per-head sinks, a sliding window of
 //     `window` on the even layers, NEOX rope base 150000 with YaRN (factor 32 over 4096 positions); a
 //     mixture of experts in every layer with router and expert biases (f32), no shared expert; the FFN's
@@ -36,7 +38,7 @@
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss };
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss, kOlmoe };
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -92,6 +94,10 @@ SyntheticSpec HybridMoeShape(TensorType type);
 // Qwen1.5-MoE-A2.7B's layer shape (dim 2048, 16 heads of 128, 60 experts of 1408, 4 used, a shared expert of
 // 5632) with vocab 32000 and `n_layer` layers, in `type`.
 SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer = 8);
+
+// OLMoE-1B-7B's layer shape (dim 2048, 16 heads of 128, 64 experts of 1024, 8 used) with vocab 32000 and
+// `n_layer` layers, in `type`.
+SyntheticSpec OlmoeShape(TensorType type, uint32_t n_layer = 8);
 
 // gpt-oss-20b's layer shape (dim 2880, 64 / 8 heads of 64, 32 experts of 2880, 4 used, window 128) with
 // vocab 32000 and `n_layer` layers, in `type`.

@@ -103,8 +103,8 @@ Status BindAttention(Binder& b, const std::string& p, const HParams& hp, LayerWe
   if (static_cast<bool>(l->bq) != static_cast<bool>(l->bk) ||
       static_cast<bool>(l->bq) != static_cast<bool>(l->bv))
     return UnimplementedError("model: " + p + "attn_{q,k,v}.bias must be all present or all absent");
-  LLAMAY_ASSIGN_OR_RETURN(l->q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
-  LLAMAY_ASSIGN_OR_RETURN(l->k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.head_dim, false, !hp.qk_norm));
+  LLAMAY_ASSIGN_OR_RETURN(l->q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.qk_norm_full ? Q : hp.head_dim, false, !hp.qk_norm));
+  LLAMAY_ASSIGN_OR_RETURN(l->k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.qk_norm_full ? KV : hp.head_dim, false, !hp.qk_norm));
   if (static_cast<bool>(l->q_norm) != static_cast<bool>(l->k_norm))
     return UnimplementedError("model: " + p + "attn_{q,k}_norm must be both present or both absent");
   return Status::Ok();

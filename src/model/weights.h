@@ -48,7 +48,7 @@ struct LayerWeights {
   Tensor bq, bk, bv;            // qwen2: [q_dim], [kv_dim] x2, f32
   Tensor bo;                    // optional [n_embd] f32 (GGUF attn_output.bias; gpt-oss)
   Tensor sinks;                 // gpt-oss: [n_head] f32 (GGUF attn_sinks), HParams::attn_sinks
-  Tensor q_norm, k_norm;        // qwen3: [head_dim] f32
+  Tensor q_norm, k_norm;        // qwen3: [head_dim] f32 (olmoe, qk_norm_full: [q_dim], [kv_dim])
   // Mamba-2 mixer (SsmParams: H heads, C = conv_channels, K = d_conv).
   Tensor ssm_in;                // [in_proj_dim][n_embd]: rows z [d_inner], xBC [C], dt [H]
   Tensor ssm_conv1d;            // [C][K] f32 (GGUF ne0 = K)

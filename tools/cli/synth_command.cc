@@ -22,7 +22,7 @@ constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  Tensor
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe | gpt-oss
+  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe | olmoe | gpt-oss
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
@@ -44,17 +44,19 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::Qwen3MoeShape(type);
   } else if (o.shape == "qwen2moe") {
     s = model::Qwen2MoeShape(type);
+  } else if (o.shape == "olmoe") {
+    s = model::OlmoeShape(type);
   } else if (o.shape == "gpt-oss") {
     s = model::GptOssShape(type);
   } else {
-    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe, qwen2moe or gpt-oss, got '" +
+    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe, qwen2moe, olmoe or gpt-oss, got '" +
                                 o.shape + "'");
   }
   const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe ||
-                   s.arch == model::SyntheticArch::kGptOss || s.granite_experts;
+                   s.arch == model::SyntheticArch::kGptOss || s.arch == model::SyntheticArch::kOlmoe || s.granite_experts;
   if (!moe && (o.head_dim || o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
     return InvalidArgumentError("--head-dim, --experts, --experts-used, --expert-ffn and --shared-ffn are for the "
-                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe, gpt-oss)");
+                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss)");
   if (o.window != 0 && s.arch != model::SyntheticArch::kGptOss)
     return InvalidArgumentError("--window is for the gpt-oss shape");
   auto set = [](uint32_t v, uint32_t& field) {
@@ -118,7 +120,8 @@ Result<TensorType> ParseWeightType(const std::string& name) {
   auto t = TensorTypeFromName(name);
   if (!t || !kernels::CanQuantize(*t))
     return InvalidArgumentError("unknown or unsupported weight type '" + name +
-                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_0, q4_1, q6_K, q5_K, q4_K)");
+                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_0, q4_1, q6_K, q5_K, q4_K, iq4_nl, "
+                                "iq4_xs, mxfp4)");
   return *t;
 }
 
@@ -142,7 +145,8 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
                 "290M (every 4th layer attention, the rest Mamba-2); hybrid-moe: hybrid with Granite 4.0-H Tiny's experts (64 of "
                 "512, 6 used, a shared expert of 1024); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
                 "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim 2048, "
-                "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; gpt-oss: gpt-oss-20b's layer "
+                "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; olmoe: OLMoE-1B-7B's layer (dim 2048, 16 heads of 128 with whole-row q/k norms, 64 experts of "
+                "1024, 8 used), 8 layers; gpt-oss: gpt-oss-20b's layer "
                 "(dim 2880, 64/8 heads of 64, 32 experts of 2880, 4 used, sinks, window 128 on even layers, YaRN), 6 layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");

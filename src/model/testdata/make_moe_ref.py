@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid,gpt-oss}.json: llama.cpp's next-token distributions on small synthetic
+"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid,olmoe,gpt-oss}.json: llama.cpp's next-token distributions on small synthetic
 mixture-of-experts models, the references that moe_model_test.cc holds llamay's MoE path to.
 
 Each model is `llamay model synth --shape NAME` with the small dimensions below, f32 weights: its bytes
@@ -30,6 +30,9 @@ SHAPES = {
     "granitehybrid": ["--shape", "hybrid-moe", "--name", "tiny-granitemoe", "--type", "f32", "--vocab", "512",
                       "--dim", "128", "--ssm-inner", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2", "--experts", "16",
                       "--experts-used", "4", "--expert-ffn", "64", "--shared-ffn", "96"],
+    # OLMoE: no grouped-query attention (llama.cpp's olmoe wants k_norm as wide as the embedding).
+    "olmoe": ["--shape", "olmoe", "--name", "tiny-olmoe"] + [("4" if prev == "--kv-heads" else a)
+                                                               for prev, a in zip([""] + COMMON, COMMON)],
     # gpt-oss: a window of 8 on the even layers, so that the prompts below reach past it.
     "gpt-oss": ["--shape", "gpt-oss", "--name", "tiny-gpt-oss", "--window", "8"] + COMMON,
 }
