@@ -4,6 +4,7 @@
 
 #include "server/http_util.h"
 #include "server/server.h"
+#include "toolcall/harmony.h"
 
 namespace llamay::server {
 namespace {
@@ -44,8 +45,19 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine, const std::string& template
       reasoning_.reset();  // a vocabulary that cannot write the markers: the output is all answer
     }
   }
+  harmony_ = toolcall::IsHarmonyTemplate(source);
+  if (harmony_) {
+    // The analysis message is gpt-oss's reasoning block: a budget counts its tokens and forces its end.
+    auto open = tok.Encode(std::string(toolcall::kHarmonyAnalysisMarker), false, true, true);
+    auto close = tok.Encode(std::string(toolcall::kHarmonyEndMarker), false, true, true);
+    if (open.ok() && close.ok() && !open->empty() && !close->empty()) {
+      open_tokens_ = std::move(*open);
+      close_tokens_ = std::move(*close);
+    }
+  }
   tool_format_ = toolcall::DetectToolFormat(source, [&tok](std::string_view t) { return tok.FindToken(std::string(t)) >= 0; });
   tool_prompt_ = toolcall::UseToolSystemPrompt(tool_format_, chat::TemplateReadsVariable(source, "tools"));
+  if (harmony_) tool_prompt_ = false;  // gpt-oss's template writes its tools, calls and results itself
   auto parsed = chat::ChatTemplate::Parse(source);
   if (!parsed.ok()) {
     problem_ = Fault(source_name_ + " does not parse: " + parsed.status().message());
@@ -63,7 +75,7 @@ ChatPrompt::ChatPrompt(const engine::Engine& engine, const std::string& template
   // A template that reads `tools` but drops the calls or the results it is given (Granite 3.0's renders
   // only roles of its own) would lose the conversation's tool turns: the calls and results are written as
   // text instead, with the tools described in a system message.
-  if (!tool_prompt_ && LosesToolTurns()) tool_prompt_ = true;
+  if (!tool_prompt_ && !harmony_ && LosesToolTurns()) tool_prompt_ = true;
   // Clients send an assistant turn that only calls tools with content null (OpenAI's shape, and what the
   // Messages API's tool_use-only turns become). Templates written for Hugging Face's callers, who pass "",
   // fail on null (Qwen3's `'</think>' in content`) or print it as Python's "None" (GLM-4.7's); those get
@@ -103,7 +115,17 @@ Result<std::string> ChatPrompt::Render(const std::vector<Message>& messages,
   for (const Message& m : messages) tool_messages = tool_messages || m.role == Message::Role::kTool || !m.tool_calls.empty();
   nlohmann::ordered_json ordered = TemplateMessages(messages, null_as_empty);
   nlohmann::ordered_json tools_var = nullptr;
-  if (!all_tools.empty() || tool_messages) {
+  if (harmony_) {
+    // Its own shape of messages (reasoning in `thinking`, one call per message), always: past reasoning
+    // goes back to the model even without tools.
+    ordered = toolcall::MessagesForHarmonyTemplate(ordered);
+    if (!tools.empty()) {
+      tools_var = toolcall::ToolsJson(tools);
+      // Its template writes every tool's description as a comment, failing on one that has none.
+      for (auto& t : tools_var)
+        if (!t["function"].contains("description")) t["function"]["description"] = "";
+    }
+  } else if (!all_tools.empty() || tool_messages) {
     if (tool_prompt_) {
       ordered = toolcall::MessagesWithToolPrompt(tool_format_, ordered, tools);
     } else {
@@ -115,6 +137,12 @@ Result<std::string> ChatPrompt::Render(const std::vector<Message>& messages,
   if (reasoning != nullptr) {
     if (reasoning->template_kwargs.is_object()) variables = reasoning->template_kwargs;
     if (reasoning->enabled && !variables.contains("enable_thinking")) variables["enable_thinking"] = *reasoning->enabled;
+    // gpt-oss reasons at low, medium (its template's default) or high effort; it cannot be switched off, so
+    // "none" and "minimal" ask for the least.
+    if (harmony_ && !reasoning->effort.empty() && !variables.contains("reasoning_effort")) {
+      const std::string& e = reasoning->effort;
+      variables["reasoning_effort"] = e == "none" || e == "minimal" ? "low" : e;
+    }
   }
   return chat::RenderMessages(*template_, ordered, tools_var, variables, /*add_generation_prompt=*/true, bos_, eos_);
 }

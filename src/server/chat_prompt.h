@@ -66,10 +66,14 @@ class ChatPrompt {
   // The model's tool-call syntax, detected once from its template and vocabulary.
   toolcall::ToolFormat tool_format() const { return tool_format_; }
   // The markers of the template's reasoning block (reasoning::DetectReasoning), none for a model that does
-  // not reason, and their tokens as the model writes them.
+  // not reason, and their tokens as the model writes them (for harmony, which has no markers here: the
+  // analysis message's header and its `<|end|>`).
   const std::optional<reasoning::ReasoningMarkers>& reasoning() const { return reasoning_; }
   const std::vector<int32_t>& open_tokens() const { return open_tokens_; }
   const std::vector<int32_t>& close_tokens() const { return close_tokens_; }
+  // The template writes gpt-oss's harmony format (toolcall::IsHarmonyTemplate): its answers are split by a
+  // toolcall::HarmonyStream (reasoning, answer and calls at once), its tools and calls are its own.
+  bool harmony() const { return harmony_; }
   // The template reads enable_thinking (reasoning can be switched off through it).
   bool thinking_switch() const { return thinking_switch_; }
   // The template's source (the model's, the override, or ChatML).
@@ -88,6 +92,7 @@ class ChatPrompt {
   std::vector<int32_t> open_tokens_, close_tokens_;
   bool thinking_switch_ = false;
   bool null_as_empty_ = false;  // the template cannot take content null (NeedsEmptyContent)
+  bool harmony_ = false;
 
   // The template's text for the messages, as it takes them (tools in a system prompt or its own).
   Result<std::string> Render(const std::vector<Message>& messages, const std::vector<toolcall::ToolSpec>& tools,

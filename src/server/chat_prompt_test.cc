@@ -86,7 +86,7 @@ TEST_F(ChatPromptTest, AToolCallOnlyTurnRendersUnderEveryToolTemplate) {
         "src/template/testdata/seed_oss.jinja", "src/toolcall/testdata/Qwen3-Coder.jinja",
         "src/toolcall/testdata/Qwen3.5-4B.jinja", "src/toolcall/testdata/GLM-4.6.jinja",
         "src/toolcall/testdata/GLM-4.7-Flash.jinja", "src/toolcall/testdata/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
-        "src/toolcall/testdata/Qwen-Qwen2.5-7B-Instruct.jinja"}) {
+        "src/toolcall/testdata/Qwen-Qwen2.5-7B-Instruct.jinja", "src/toolcall/testdata/openai-gpt-oss-120b.jinja"}) {
     SCOPED_TRACE(path);
     const ChatPrompt prompt(*engine_, ReadSource(path));
     ASSERT_TRUE(prompt.problem().ok()) << prompt.problem().message();

@@ -50,6 +50,7 @@ std::optional<Message::Role> RoleFromName(std::string_view name);
 struct ReasoningControls {
   std::optional<bool> enabled;  // none: the template's default
   int budget = -1;              // reasoning tokens allowed; -1: no limit
+  std::string effort;           // reasoning_effort (Responses: reasoning.effort) as sent; "" when absent
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
 

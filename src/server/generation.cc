@@ -12,6 +12,7 @@
 #include "engine/reasoning_budget.h"
 #include "reasoning/reasoning.h"
 #include "server/chat_prompt.h"
+#include "toolcall/harmony.h"
 #include "server/http_util.h"
 #include "server/server.h"
 #include "tokenizer/detokenizer.h"
@@ -49,6 +50,7 @@ struct ChoiceState {
   size_t echo_code_points = 0;  // of the echoed prompt that starts the text
   std::unique_ptr<toolcall::ToolCallStream> tools;
   std::unique_ptr<reasoning::ReasoningSplitter> splitter;  // a reasoning model's chat answer
+  std::unique_ptr<toolcall::HarmonyStream> harmony;        // gpt-oss: reasoning, answer and calls at once
   std::shared_ptr<std::atomic<int>> reasoning_tokens;     // counted by the request's ReasoningBudget
   bool started = false;  // an event (a token or the end) has arrived
 };
@@ -69,6 +71,7 @@ struct Generation::Impl {
   // applies (empty: from the first token, or at the triggers).
   bool reasons = false;
   bool starts_inside = false;
+  bool harmony = false;  // a chat request to a model whose template writes harmony (ChatPrompt::harmony)
   int reasoning_budget = -1;
   std::string constraint_after;
   size_t prefill_cached = 0;           // n > 1: what the shared prefill reused
@@ -141,8 +144,36 @@ Status PromptTokens(Server& server, const Conversation& c, std::vector<int32_t>*
   return Status::Ok();
 }
 
+// gpt-oss's constraint. A forced call (tool_choice "required" or a named function) is
+// toolcall::HarmonyToolCallGbnf from the first token (its own optional reasoning first); "auto" leaves the
+// calls free (no grammar switches on at a trigger: the model's channels say what it writes). A response
+// format applies to the final answer, from the byte after `<|channel|>final<|message|>`, the reasoning
+// before it free; with a forced call there is no answer in this turn to constrain.
+Status HarmonyConstraint(Server& server, const Conversation& c, bool parse_tools, Impl* g) {
+  const bool forced = parse_tools && c.tool_choice.mode != toolcall::ToolChoice::Mode::kAuto;
+  if (forced) {
+    // Reasoning off (or a budget of 0): the call comes first.
+    const bool off = (c.reasoning.enabled.has_value() && !*c.reasoning.enabled) || c.reasoning.budget == 0;
+    LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::HarmonyToolCallGbnf(c.tools, c.tool_choice, !off));
+    auto parsed = grammar::ParseGbnf(gbnf);
+    if (!parsed.ok()) return parsed.status().WithContext("the tool-call grammar");
+    g->grammar = *parsed;
+  } else if (c.format.grammar) {
+    if (parse_tools && c.format.schema.is_null())
+      return InvalidArgumentError("'grammar' cannot be combined with tools (unless tool_choice is \"none\"); "
+                                  "'response_format' and 'json_schema' can");
+    g->grammar = c.format.grammar;
+    g->constraint_after = std::string(toolcall::kHarmonyFinalMarker);
+  }
+  if (g->grammar) {
+    LLAMAY_ASSIGN_OR_RETURN(g->vocabulary, server.engine().GrammarVocabulary(toolcall::HarmonyMarkers()));
+  }
+  return Status::Ok();
+}
+
 // The constraint on the output: the tool-call grammar, the response format, or both (see ToolCallGbnf).
 Status Constraint(Server& server, const Conversation& c, bool parse_tools, Impl* g) {
+  if (g->harmony) return HarmonyConstraint(server, c, parse_tools, g);
   if (parse_tools) {
     g->tool_format = server.chat_prompt().tool_format();
     LLAMAY_RETURN_IF_ERROR(ToolGrammar(server, c, nullptr, g));
@@ -171,8 +202,8 @@ Status Constraint(Server& server, const Conversation& c, bool parse_tools, Impl*
 // off; a constraint then applies after its close marker.
 void Reasoning(Server& server, const Conversation& c, Impl* g) {
   const ChatPrompt& prompt = server.chat_prompt();
-  if (!c.chat || !prompt.reasoning()) return;
-  g->reasons = true;
+  if (!c.chat || (!prompt.reasoning() && !(g->harmony && !prompt.close_tokens().empty()))) return;
+  g->reasons = true;  // gpt-oss: its analysis message, whose budget forces `<|end|>`
   const bool off = c.reasoning.enabled.has_value() && !*c.reasoning.enabled;
   g->reasoning_budget = off ? 0 : c.reasoning.budget >= 0 ? c.reasoning.budget : server.options().reasoning_budget;
   if (g->grammar && g->starts_inside) g->constraint_after = prompt.reasoning()->close;
@@ -277,6 +308,7 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
   if (!c.session.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
   if (!c.session.empty() && c.echo) return InvalidArgumentError("'echo' cannot continue a llamay_session");
   gen->parse_tools_ = c.chat && !c.tools.empty() && c.tool_choice.mode != toolcall::ToolChoice::Mode::kNone;
+  g.harmony = c.chat && server.chat_prompt().harmony();
   LLAMAY_RETURN_IF_ERROR(Constraint(server, c, gen->parse_tools_, &g));
   LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g.prompt, &g.starts_inside));
   Reasoning(server, c, &g);
@@ -345,9 +377,11 @@ Status Generation::Launch() {
   const size_t n = static_cast<size_t>(c.n);
   g.states.resize(n);
   choices_.resize(n);
-  if (parse_tools_)
+  if (g.harmony)
+    for (auto& s : g.states) s.harmony = std::make_unique<toolcall::HarmonyStream>();
+  if (parse_tools_ && !g.harmony)
     for (auto& s : g.states) s.tools = std::make_unique<toolcall::ToolCallStream>(g.tool_format, nullptr, &c.tools);
-  if (g.reasons)
+  if (g.reasons && !g.harmony)
     for (auto& s : g.states)
       s.splitter = std::make_unique<reasoning::ReasoningSplitter>(*server.chat_prompt().reasoning(), g.starts_inside);
   if (c.echo) StartEcho(engine.tokenizer(), c, &g);
@@ -556,6 +590,39 @@ ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
   // The reasoning first (the tool-call parser never reads inside it), then the answer's text, through the
   // tool-call parser when the request has tools.
   std::vector<OutputEvent>& out = u.events;
+  auto add_calls = [&](std::vector<toolcall::ToolCallDelta>& calls) {
+    for (toolcall::ToolCallDelta& d : calls) {
+      if (!d.id.empty()) {
+        r.calls.push_back({d.id, d.name, ""});
+        OutputEvent start{OutputEvent::Kind::kToolCall, "", d.index, d.id, d.name};
+        out.push_back(std::move(start));
+      }
+      if (!d.arguments.empty() && d.index >= 0 && static_cast<size_t>(d.index) < r.calls.size()) {
+        r.calls[static_cast<size_t>(d.index)].arguments += d.arguments;
+        out.push_back({OutputEvent::Kind::kToolArguments, std::move(d.arguments), d.index, "", ""});
+      }
+    }
+    if (r.done && !r.calls.empty() && r.finish == Finish::kStop) r.finish = Finish::kToolCalls;
+  };
+  if (s.harmony) {  // gpt-oss: one parser for the reasoning, the answer and the calls
+    toolcall::HarmonyDelta hd = s.harmony->Push(delta);
+    if (e.finished) {
+      toolcall::HarmonyDelta rest = s.harmony->Finish();
+      hd.reasoning += rest.reasoning;
+      hd.content += rest.content;
+      hd.calls.insert(hd.calls.end(), rest.calls.begin(), rest.calls.end());
+    }
+    if (!hd.reasoning.empty()) {
+      r.reasoning += hd.reasoning;
+      out.push_back({OutputEvent::Kind::kReasoning, std::move(hd.reasoning), -1, "", ""});
+    }
+    if (!hd.content.empty()) {
+      r.content += hd.content;
+      out.push_back({OutputEvent::Kind::kText, std::move(hd.content), -1, "", ""});
+    }
+    add_calls(hd.calls);
+    return u;
+  }
   if (s.splitter) {
     reasoning::Split split = s.splitter->Push(delta);
     if (e.finished) {
@@ -586,18 +653,7 @@ ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
     td.calls.insert(td.calls.end(), rest.calls.begin(), rest.calls.end());
   }
   add_text(std::move(td.content));
-  for (toolcall::ToolCallDelta& d : td.calls) {
-    if (!d.id.empty()) {
-      r.calls.push_back({d.id, d.name, ""});
-      OutputEvent start{OutputEvent::Kind::kToolCall, "", d.index, d.id, d.name};
-      out.push_back(std::move(start));
-    }
-    if (!d.arguments.empty() && d.index >= 0 && static_cast<size_t>(d.index) < r.calls.size()) {
-      r.calls[static_cast<size_t>(d.index)].arguments += d.arguments;
-      out.push_back({OutputEvent::Kind::kToolArguments, std::move(d.arguments), d.index, "", ""});
-    }
-  }
-  if (r.done && !r.calls.empty() && r.finish == Finish::kStop) r.finish = Finish::kToolCalls;
+  add_calls(td.calls);
   return u;
 }
 

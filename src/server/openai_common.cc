@@ -47,6 +47,7 @@ Status ParseReasoningControls(const json& body, Conversation* c) {
   if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
     if (!body["reasoning_effort"].is_string()) return InvalidArgumentError("'reasoning_effort' must be a string");
     r.enabled = body["reasoning_effort"] != "none";
+    r.effort = body["reasoning_effort"].get<std::string>();
   }
   LLAMAY_RETURN_IF_ERROR(OptInt(body, "thinking_budget_tokens", 0, 1 << 20, &r.budget));
   return Status::Ok();

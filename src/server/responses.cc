@@ -296,6 +296,7 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
     LLAMAY_RETURN_IF_ERROR(ParseOpenAiSampling(body, &c->sampling));
     if (body.contains("reasoning") && body["reasoning"].is_object()) {
       const std::string effort = StringOr(body["reasoning"], "effort");
+      c->reasoning.effort = effort;
       if (effort == "none") c->reasoning.enabled = false;
       else if (!effort.empty()) c->reasoning.enabled = true;
     }

@@ -209,5 +209,105 @@ TEST(ServerTools, TheXmlFormatsOfQwen3CoderQwen35AndGlmAreForcedParsedAndRendere
   }
 }
 
+// gpt-oss's harmony format through the server, on its real template: detected; a forced call (required,
+// and a named function) written by the grammar as `<|channel|>commentary to=functions.NAME ...`, parsed
+// into tool_calls with no marker left in the content, streamed as the same deltas, on Chat Completions and
+// Responses; the next turn renders the call and its result through the template and reuses the previous
+// prompt. (Reasoning is off in these requests, so the grammar writes the call first: the demo model, whose
+// vocabulary spells the markers out of bytes, would otherwise reason until max_tokens.)
+TEST(ServerTools, GptOssHarmonyCallsAreForcedParsedAndRendered) {
+  const std::string tmpl = ToolcallTemplate("openai-gpt-oss-120b.jinja");
+  ASSERT_FALSE(tmpl.empty());
+  Served s = Serve(tmpl);
+  ASSERT_TRUE(s.server->chat_prompt().harmony());
+  const json messages = json::array({{{"role", "user"}, {"content", "define cat"}}});
+  for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "lookup"}}}}}) {
+    SCOPED_TRACE(choice.dump());
+    json body = {{"messages", messages}, {"tools", Tools()}, {"tool_choice", choice}, {"max_tokens", 300},
+                 {"temperature", 0.8}, {"seed", 5}, {"reasoning_effort", "none"}};
+    const json first = PostOk(s, body);
+    const json& c = first["choices"][0];
+    ASSERT_EQ(c["finish_reason"], "tool_calls") << first.dump();
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u);
+    const json& call = c["message"]["tool_calls"][0];
+    EXPECT_EQ(call["function"]["name"], "lookup");
+    const json args = json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args["lang"] == "en" || args["lang"] == "fr") << args;
+    EXPECT_TRUE(args["word"].is_string() && !args["word"].get<std::string>().empty()) << args;
+    EXPECT_FALSE(c["message"].contains("reasoning_content")) << first.dump();
+    const std::string content = c["message"]["content"].is_string() ? c["message"]["content"].get<std::string>() : "";
+    EXPECT_EQ(content.find("<|"), std::string::npos) << content;
+    // What the model wrote (its tokens, through logprobs) was harmony's call, not another format's.
+    json with_logprobs = body;
+    with_logprobs["logprobs"] = true;
+    const json raw = PostOk(s, with_logprobs);
+    std::string written;
+    for (const json& t : raw["choices"][0]["logprobs"]["content"]) written += t["token"].get<std::string>();
+    EXPECT_EQ(written.rfind("<|channel|>commentary to=functions.lookup <|constrain|>json<|message|>{", 0), 0u)
+        << written;
+    EXPECT_EQ(raw["choices"][0]["message"]["tool_calls"][0]["function"], call["function"]);  // ids are random
+    // Streamed: the same call, assembled from its deltas.
+    body["stream"] = true;
+    auto r = s.client->Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    std::string name, arguments;
+    for (size_t at = 0; (at = r->body.find("data: {", at)) != std::string::npos; ++at) {
+      const json chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6));
+      if (chunk["choices"].empty()) continue;
+      for (const json& t : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
+        if (t.contains("id")) name = t["function"]["name"];
+        arguments += t["function"].value("arguments", "");
+      }
+    }
+    EXPECT_EQ(name, "lookup");
+    EXPECT_EQ(arguments, call["function"]["arguments"]);
+    // The next turn: the template writes the call (`to=functions.lookup`) and its result; the prompt grows
+    // and the previous turn's prefix is reused.
+    json next = messages;
+    next.push_back(c["message"]);
+    next.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "a small animal"}});
+    const json second = PostOk(s, {{"messages", next}, {"tools", Tools()}, {"tool_choice", "none"}, {"max_tokens", 4}});
+    EXPECT_GT(second["usage"]["prompt_tokens"].get<int>(), first["usage"]["prompt_tokens"].get<int>());
+    EXPECT_GT(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  }
+  // Responses: the forced call is a function_call item (a tool without a description, which the template
+  // would otherwise fail on).
+  auto r = s.client->Post("/v1/responses",
+                          json{{"input", "define cat"}, {"tools", json::array({{{"type", "function"}, {"name", "lookup"},
+                                {"parameters", Tools()[0]["function"]["parameters"]}}})},
+                               {"tool_choice", "required"}, {"max_output_tokens", 300}, {"temperature", 0.8},
+                               {"seed", 5}, {"reasoning", {{"effort", "none"}}}, {"store", false}}
+                              .dump(),
+                          "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json resp = json::parse(r->body);
+  bool called = false;
+  for (const json& item : resp["output"]) {
+    if (item["type"] != "function_call") continue;
+    called = true;
+    EXPECT_EQ(item["name"], "lookup");
+    EXPECT_TRUE(json::parse(item["arguments"].get<std::string>())["word"].is_string());
+  }
+  EXPECT_TRUE(called) << resp.dump();
+}
+
+// Without a forced call the harmony parser still splits what a model writes: text with no markers (the
+// demo model's) is all answer, none of it reasoning, and a `grammar` given with a harmony template applies
+// to the final answer only (after `<|channel|>final<|message|>`), so the reasoning before it is free: here
+// the model never opens a final channel, so generation runs to max_tokens unconstrained.
+TEST(ServerTools, GptOssHarmonyWithoutMarkersIsAllAnswer) {
+  Served s = Serve(ToolcallTemplate("openai-gpt-oss-120b.jinja"));
+  const json r = PostOk(s, {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 12},
+                            {"temperature", 0.8}, {"seed", 3}});
+  const json& m = r["choices"][0]["message"];
+  EXPECT_FALSE(m.contains("reasoning_content")) << r.dump();
+  EXPECT_FALSE(m["content"].get<std::string>().empty()) << r.dump();
+  const json g = PostOk(s, {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 12},
+                            {"temperature", 0.8}, {"seed", 3}, {"grammar", "root ::= \"yes\""}});
+  EXPECT_EQ(g["choices"][0]["message"]["content"], m["content"]) << g.dump();
+  EXPECT_EQ(g["choices"][0]["finish_reason"], "length");
+}
+
 }  // namespace
 }  // namespace llamay::server

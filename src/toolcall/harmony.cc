@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "grammar/json_schema.h"
 
 namespace llamay::toolcall {
 namespace {
@@ -330,6 +331,39 @@ void HarmonyStream::EmitArgs(std::string_view fragment, HarmonyDelta* out) {
   } else {
     out->calls.push_back({index, "", "", std::string(fragment)});
   }
+}
+
+std::vector<std::string> HarmonyMarkers() {
+  return {std::string(kStartMarker), std::string(kChannel), std::string(kMessage), std::string(kConstrain),
+          std::string(kEnd)};
+}
+
+Result<std::string> HarmonyToolCallGbnf(const std::vector<ToolSpec>& tools, const ToolChoice& choice,
+                                        bool analysis) {
+  if (choice.mode == ToolChoice::Mode::kNone) return InvalidArgumentError("tool_choice \"none\" has no tool-call grammar");
+  if (tools.empty()) return InvalidArgumentError("a tool-call grammar needs tools");
+  auto lit = [](std::string_view text) {  // names are [a-zA-Z0-9_-], the markers plain ASCII: nothing to escape
+    std::string out(1, '"');
+    out.append(text);
+    out.push_back('"');
+    return out;
+  };
+  std::string rules, alternatives;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (choice.mode == ToolChoice::Mode::kNamed && tools[i].name != choice.name) continue;
+    const std::string prefix = "fn" + std::to_string(i) + "-";
+    auto schema = grammar::JsonSchemaRulesGbnf(tools[i].parameters, prefix);
+    if (!schema.ok()) return schema.status().WithContext("the parameters of function \"" + tools[i].name + "\"");
+    rules += *schema;
+    alternatives += alternatives.empty() ? "\n    " : "\n  | ";
+    alternatives += lit(tools[i].name) + " " + lit(" ") + " " + lit(kConstrain) + " " + lit("json") + " " +
+                    lit(kMessage) + " " + prefix + "root";
+  }
+  if (alternatives.empty())
+    return InvalidArgumentError("tool_choice names the function \"" + choice.name + "\", which is not in tools");
+  return std::string(analysis ? "root ::= analysis? call\n" : "root ::= call\n") + "analysis ::= " + lit(kChannel) + " " + lit("analysis") + " " + lit(kMessage) +
+         " [^<]* " + lit(kEnd) + " " + lit(kStartMarker) + " " + lit("assistant") + "\ncall ::= " + lit(kChannel) +
+         " " + lit("commentary to=functions.") + " (" + alternatives + " )\n" + rules + grammar::JsonRulesGbnf();
 }
 
 HarmonyAnswer ParseHarmony(std::string_view text, ToolCallIdGenerator ids) {

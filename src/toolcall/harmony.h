@@ -138,6 +138,23 @@ class HarmonyStream {
   int num_calls_ = 0;
 };
 
+// The marker that opens the final answer's body: a response format's grammar applies after it.
+inline constexpr std::string_view kHarmonyFinalMarker = "<|channel|>final<|message|>";
+// What opens and ends the output's first analysis message (its reasoning; a reasoning budget's markers).
+inline constexpr std::string_view kHarmonyAnalysisMarker = "<|channel|>analysis<|message|>";
+inline constexpr std::string_view kHarmonyEndMarker = "<|end|>";
+
+// The markers a harmony grammar writes (special tokens in gpt-oss's vocabulary).
+std::vector<std::string> HarmonyMarkers();
+
+// The GBNF (root `root`) of a forced harmony tool call (tool_choice "required" or a named function): an
+// optional analysis message first (reasoning without '<'; none when !analysis), then one call
+// `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS` with NAME one of the allowed
+// functions and ARGS its parameters' JSON; the turn ends there (the model's <|call|>). One call: harmony
+// makes parallel calls in later turns. InvalidArgument as ToolCallGbnf's.
+Result<std::string> HarmonyToolCallGbnf(const std::vector<ToolSpec>& tools, const ToolChoice& choice,
+                                        bool analysis = true);
+
 // `messages` (OpenAI's shape) for gpt-oss's template, which differs from it: an assistant message's
 // reasoning (`reasoning_content`, or `reasoning`) goes to `thinking`, the field the template reads (and its
 // `content` is dropped when it has tool calls, since the template refuses both there); tool-call arguments
