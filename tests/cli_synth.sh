@@ -10,7 +10,7 @@ trap 'rm -rf "$dir"' EXIT
 shape=(--vocab 300 --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256)
 "$bin" model synth --type all "${shape[@]}" -o "$dir" >"$dir/out.txt"
 n=$(ls "$dir"/peer-*.gguf | wc -l)
-[ "$n" -eq 11 ] || { echo "want 11 files, got $n:"; cat "$dir/out.txt"; exit 1; }
+[ "$n" -eq 16 ] || { echo "want 16 files, got $n:"; cat "$dir/out.txt"; exit 1; }
 for f in "$dir"/peer-*.gguf; do
   "$bin" run -m "$f" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "$f does not run"; exit 1; }
 done
@@ -22,7 +22,7 @@ if cmp -s "$dir/seed7.gguf" "$dir/peer-q8_0.gguf"; then echo "--seed changed not
   -o "$dir/hybrid.gguf" >/dev/null
 "$bin" run -m "$dir/hybrid.gguf" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "the hybrid file does not run"; exit 1; }
 small="--vocab 300 --layers 2 --heads 4 --kv-heads 2 --ffn 256"
-for args in "--type q3_K --dim 256" "--type bogus --dim 256" "--shape bogus --dim 256" "--type q4_K --dim 64"; do
+for args in "--type iq2_xxs --dim 256" "--type bogus --dim 256" "--shape bogus --dim 256" "--type q4_K --dim 64"; do
   set +e
   # shellcheck disable=SC2086
   "$bin" model synth $args $small -o "$dir/bad.gguf" >/dev/null 2>&1

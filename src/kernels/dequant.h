@@ -1,12 +1,14 @@
 // Row conversions between f32 and the stored tensor types: dequantisation (what the embedding lookup and
 // the tests use) and simple quantisers (for tests, tools and demo models).
 //
-// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (layouts in
-// quant_blocks.h). A row of n elements REQUIRES n % block_size == 0 and occupies TypeRowBytes(t, n) bytes.
+// Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS, MXFP4 (layouts in quant_blocks.h). A row of n elements REQUIRES n % block_size == 0 and occupies
+// TypeRowBytes(t, n) bytes.
 // Dequantisation is exact scalar code (reference/dequant_ref.cc): each element is computed by the same few
 // f32 operations as ggml, so it matches llama.cpp bit for bit.
-// The quantisers round to nearest with max-based scales; they do not search for the lowest error as
-// llama.cpp's quantize tool does, so files they write are valid but not of llama.cpp's quality.
+// The quantisers round to nearest with max-based scales (the lookup-table types: to the nearest grid value);
+// they do not search for the lowest error as llama.cpp's quantize tool does, so files they write are valid
+// but not of llama.cpp's quality.
 // Thread-safety: pure functions.
 #ifndef LLAMAY_KERNELS_DEQUANT_H_
 #define LLAMAY_KERNELS_DEQUANT_H_

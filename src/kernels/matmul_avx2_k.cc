@@ -1,4 +1,5 @@
-// AVX2 tile kernels for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations. K45Kernel (Q4_K and Q5_K
+// AVX2 tile kernels for the K-quants (Q4_K, Q5_K, Q6_K; Q3_K and Q2_K at the end) against Q8_K
+// activations. K45Kernel (Q4_K and Q5_K
 // with one token) and Q6KKernel keep an int32 vector of scaled partial sums per (row, token) pair for the
 // current super-block; the sub-block scales are applied with vpmaddwd, so everything up to the
 // per-super-block f32 step of vec_dot.h is exact. Q4_K and Q5_K with several tokens put eight rows in the
@@ -423,6 +424,121 @@ LLAMAY_AVX2 void TilePackedK45(const uint8_t* w, size_t ws, int64_t rows, const 
   }
 }
 
+// ---- Q3_K and Q2_K: 16 sub-blocks of 16 with 2-bit values (Q3_K: a third bit from hmask) -----------------
+// Per half h of a super-block, register k holds elements 128h + 32k + l (l < 32): bits 2k..2k+1 of
+// qs[32h + l] (one load per half), so that, as for Q6_K, its low 128-bit lane is sub-block 8h + 2k and its
+// high lane sub-block 8h + 2k + 1. The values are unsigned for vpmaddubsw: Q3_K stores q + 4 in [0, 7] and
+// subtracts 4 * sum of sc_s * bsums[s] at the end (|pair| <= 2 * 7 * 128, exact in int16). One vpmaddwd
+// against the sub-block scales per register gives exact int32 partials of sumi; Q2_K's smin is one vpmaddwd
+// of the 16 bsums against the 16 mins. The f32 step is vec_dot.h's, in the reference's order. They also serve
+// the AVX-512 level (GetTileFn's fallback), as for Q6_K: no AVX-512 version has been measured to beat them.
+struct Q3KTraits {
+  using Block = BlockQ3_K;
+  static constexpr bool kHasMin = false;
+  // Sub-block s's signed scale (sc_s - 32) in int16 word s.
+  LLAMAY_AVX2_INLINE static __m256i Scales(const Block& b, __m256i* /*mins*/) {
+    uint32_t words[4];
+    UnpackScalesQ3K(b.scales, words);
+    const __m128i sc8 =
+        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(sc8);
+  }
+  // q + 4 of the four registers of half h: the third bit (bit 4h + k of hmask[l]) moved to bit 2.
+  LLAMAY_AVX2_INLINE static void Unpack(const Block& b, int h, __m256i* q) {
+    const __m256i v = Load256(b.qs + 32 * h), hm = Load256(b.hmask);
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    for (int k = 0; k < 4; ++k) {
+      const int n = 4 * h + k;  // 16-bit shifts of at most 5 keep bit 2 of each byte within its byte
+      const __m256i hi =
+          _mm256_and_si256(n >= 2 ? _mm256_srli_epi16(hm, n - 2) : _mm256_slli_epi16(hm, 2 - n), four);
+      q[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * k), three), hi);
+    }
+  }
+};
+
+struct Q2KTraits {
+  using Block = BlockQ2_K;
+  static constexpr bool kHasMin = true;
+  // The 16 scales (low nibbles) and, in *mins, the 16 mins (high nibbles), as int16.
+  LLAMAY_AVX2_INLINE static __m256i Scales(const Block& b, __m256i* mins) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), low4 = _mm_set1_epi8(0x0F);
+    *mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), low4));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(v, low4));
+  }
+  LLAMAY_AVX2_INLINE static void Unpack(const Block& b, int h, __m256i* q) {
+    const __m256i v = Load256(b.qs + 32 * h), three = _mm256_set1_epi8(3);
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), three);
+  }
+};
+
+template <class Tr>
+struct K16Kernel {
+  static constexpr int kRows = 1, kTokens = 4, kRowsDecode = 2;
+
+  template <int R, int T>
+  LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
+                              float* y, size_t ys) {
+    using Block = typename Tr::Block;
+    const int64_t nb = n_in / kQkK;
+    float acc[R][T] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block* blk[R];
+      __m256i scales16[R], mins16[R];
+      __m256i isum[R][T];
+      for (int r = 0; r < R; ++r) {
+        blk[r] = reinterpret_cast<const Block*>(w + r * ws) + b;
+        PrefetchBlock<sizeof(Block)>(blk[r]);
+        scales16[r] = Tr::Scales(*blk[r], &mins16[r]);
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i q[R][4], sv[R][4];
+        for (int r = 0; r < R; ++r) {
+          Tr::Unpack(*blk[r], h, q[r]);
+          // The scales of sub-blocks 8h..8h+7 in both lanes; register k takes words 2k (low lane) and 2k+1.
+          const __m256i sh = _mm256_permute2x128_si256(scales16[r], scales16[r], h == 0 ? 0x00 : 0x11);
+          for (int k = 0; k < 4; ++k) {
+            const __m256i mask =
+                _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((4 * k) | ((4 * k + 1) << 8))),
+                                  _mm_set1_epi16(static_cast<short>((4 * k + 2) | ((4 * k + 3) << 8))));
+            sv[r][k] = _mm256_shuffle_epi8(sh, mask);
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m256i a = Load256(ab->qs + 128 * h + 32 * k);
+            for (int r = 0; r < R; ++r)
+              isum[r][t] =
+                  _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r][k], a), sv[r][k]));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
+        const __m256i bsums = Load256(ab->bsums);
+        for (int r = 0; r < R; ++r) {
+          if constexpr (Tr::kHasMin) {
+            int32_t sumi, smin;
+            HsumI32x2(isum[r][t], _mm256_madd_epi16(bsums, mins16[r]), &sumi, &smin);
+            const float dd = F16(blk[r]->d) * ab->d, dm = F16(blk[r]->dmin) * ab->d;
+            acc[r][t] = acc[r][t] + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
+          } else {
+            // q is stored with +4: subtract 4 * sum over sub-blocks of scale * (sum of activations).
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16[r]), 2);
+            const int32_t sumi = HsumI32(_mm256_sub_epi32(isum[r][t], off));
+            acc[r][t] = acc[r][t] + static_cast<float>(sumi) * (F16(blk[r]->d) * ab->d);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = acc[r][t];
+  }
+};
+
 }  // namespace
 
 LLAMAY_AVX2 void TileAvx2Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
@@ -440,6 +556,14 @@ LLAMAY_AVX2 void TileAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const u
 LLAMAY_AVX2 void TileAvx2Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
   avx2::RunTile<Q6KKernel>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX2 void TileAvx2Q3_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                              int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  avx2::RunTile<K16Kernel<Q3KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX2 void TileAvx2Q2_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                              int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  avx2::RunTile<K16Kernel<Q2KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 
 }  // namespace llamay::kernels

@@ -1,8 +1,9 @@
-// AVX2 tile kernels for the 32-element block types (Q8_0, Q4_0, Q5_0 with Q8_0 activations; Q4_1, Q5_1
-// with Q8_1 activations). Per block and (row, token) pair one vpmaddubsw/vpmaddwd pair gives eight int32
-// partial sums; eight rows' partials are summed horizontally into one register of exact block sums (row r
-// in lane r), which is converted, scaled by the eight rows' d_w * d_a and added to an accumulator of eight
-// rows: vec_dot.h's canonical order, with the float work done once per block for eight pairs.
+// AVX2 tile kernels for the 32-element block types (Q8_0, Q4_0, Q5_0 and the lookup-table types IQ4_NL,
+// MXFP4 with Q8_0 activations; Q4_1, Q5_1 with Q8_1 activations). Per block and (row, token) pair one
+// vpmaddubsw/vpmaddwd pair gives eight int32 partial sums; eight rows' partials are summed horizontally into
+// one register of exact block sums (row r in lane r), which is converted, scaled by the eight rows'
+// d_w * d_a and added to an accumulator of eight rows: vec_dot.h's canonical order, with the float work done
+// once per block for eight pairs.
 #if defined(__x86_64__)
 #include <cstddef>
 #include <vector>
@@ -90,6 +91,21 @@ struct MinTraits {
   LLAMAY_AVX2_INLINE static __m256i Dot16(const W& w, const A& a) { return _mm256_maddubs_epi16(w.q, a.a); }
 };
 
+// Lookup-table weights (IQ4_NL, MXFP4): each nibble indexes a 16-entry int8 grid (one vpshufb; the grid
+// is in both 128-bit lanes), and the values then take Q8_0's signed path. |value| <= 127, so no int16 pair
+// sum saturates.
+LLAMAY_AVX2_INLINE __m256i LoadGrid(const int8_t* grid) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grid)));
+}
+template <typename B, const int8_t* kGrid>
+struct LutTraits : Q8_0Traits {
+  using Block = B;
+  LLAMAY_AVX2_INLINE static W LoadW(const Block& b) {
+    const __m256i w = _mm256_shuffle_epi8(LoadGrid(kGrid), avx2::UnpackNibbles16(b.qs));
+    return {_mm256_abs_epi8(w), w};
+  }
+};
+
 // Lane r of the result is the sum of the eight int32 lanes of m[r] (exact, so the pairing is free).
 LLAMAY_AVX2_INLINE __m256i HsumRows8(const __m256i* m) {
   // hadd within 128-bit halves: after two rounds, half 0 holds lanes 0..3 of rows 0..3 summed pairwise, half
@@ -97,6 +113,20 @@ LLAMAY_AVX2_INLINE __m256i HsumRows8(const __m256i* m) {
   const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
   const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(m[4], m[5]), _mm256_hadd_epi32(m[6], m[7]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+// The block scales d_w of block b of 8 rows, row i in lane i: the f16 d every block type but MXFP4 has.
+template <typename Block>
+LLAMAY_AVX2_INLINE __m256 Scales8(const uint8_t* const* w, int64_t b) {
+  return avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
+}
+
+// MXFP4: 2^(e-128) from the exponent byte (E8M0Half's bits, e < 2 subnormal).
+template <>
+LLAMAY_AVX2_INLINE __m256 Scales8<BlockMXFP4>(const uint8_t* const* w, int64_t b) {
+  alignas(32) float d[8];
+  for (int i = 0; i < 8; ++i) d[i] = E8M0Half(w[i][b * static_cast<int64_t>(sizeof(BlockMXFP4))]);
+  return _mm256_load_ps(d);
 }
 
 // 8 rows (one per lane) x T tokens. Per block and token: the eight rows' exact int32 block sums in one
@@ -120,7 +150,7 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
     typename Tr::W wv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
-    const __m256 dw = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
+    const __m256 dw = Scales8<Block>(w, b);
     __m256 mw = _mm256_setzero_ps();
     if constexpr (Tr::kHasMin) mw = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, m));
 #pragma GCC unroll 4
@@ -268,6 +298,21 @@ struct PackedQ8_0 {
   }
 };
 
+// The lookup-table types: the grid values of the eight rows, transposed, then PackedQ8_0's sums.
+template <typename B, const int8_t* kGrid>
+struct PackedLut : PackedQ8_0 {
+  using Block = B;
+  LLAMAY_AVX2_INLINE static void Pack(const uint8_t* const* w, int64_t b, Packed* out) {
+    const __m256i grid = LoadGrid(kGrid);
+    __m256i v[8];
+    for (int r = 0; r < 8; ++r)
+      v[r] = _mm256_shuffle_epi8(grid, avx2::UnpackNibbles16(reinterpret_cast<const Block*>(w[r])[b].qs));
+    Transpose8x8Epi32(v);
+    for (int j = 0; j < 8; ++j) out->w[j] = v[j], out->abs[j] = _mm256_abs_epi8(v[j]);
+    out->d = Scales8<Block>(w, b);
+  }
+};
+
 // 8 packed rows x T tokens; off[t * nb + b] = kOffset x the sum of token t's block b.
 template <class P, int T>
 LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, size_t as, const int32_t* off,
@@ -374,6 +419,18 @@ LLAMAY_AVX2 void TileAvx2Q8_0(const uint8_t* w, size_t ws, int64_t n_rows, const
 LLAMAY_AVX2 void TileAvx2Q5_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
                               int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
   TileQ8Act<Q5_0Traits, PackedQ5_0>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+}
+
+LLAMAY_AVX2 void TileAvx2IQ4_NL(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
+                                int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  TileQ8Act<LutTraits<BlockIQ4_NL, kIq4NlValues>, PackedLut<BlockIQ4_NL, kIq4NlValues>>(
+      w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
+}
+
+LLAMAY_AVX2 void TileAvx2MXFP4(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
+                               int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  TileQ8Act<LutTraits<BlockMXFP4, kMxfp4Values>, PackedLut<BlockMXFP4, kMxfp4Values>>(w, ws, n_rows, act, as,
+                                                                                      n_tokens, n_in, y, ys);
 }
 
 // Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered;

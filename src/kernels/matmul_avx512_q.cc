@@ -1,16 +1,19 @@
-// AVX-512 VNNI tile kernels for the weight types with Q8_0 activations (Q8_0, Q4_0, Q5_0), bit-identical to
-// the scalar reference (vec_dot.h's canonical order: per block one exact int32 sum of its 32 products, then
-// acc = acc + float(isum) * (d_w * d_a), one f32 accumulator per (row, token) from 0.0f, blocks in order).
+// AVX-512 VNNI tile kernels for the weight types with Q8_0 activations (Q8_0, Q4_0, Q5_0, and the
+// lookup-table types IQ4_NL and MXFP4), bit-identical to the scalar reference (vec_dot.h's canonical order:
+// per block one exact int32 sum of its 32 products, then acc = acc + float(isum) * (d_w * d_a), one f32
+// accumulator per (row, token) from 0.0f, blocks in order).
 //
 // The integer sums come from vpdpbusd, which adds four products of unsigned by signed bytes to each int32
 // lane. Every one of these weight types is an unsigned byte u minus an offset: Q8_0's signed w is
-// (w + 128) - 128 (an xor), Q4_0's nibble q - 8, Q5_0's five bits q - 16. The excess offset * sum(a) is
+// (w + 128) - 128 (an xor), Q4_0's nibble q - 8, Q5_0's five bits q - 16, IQ4_NL's and MXFP4's grid value
+// v as (v + 128) - 128 (the grid, offset, looked up with vpshufb). The excess offset * sum(a) is
 // taken out with one integer per activation block, -offset * sum(a), computed once per token and block
 // (PrepareActs) and shared by every row: sum(u * a) - offset * sum(a) = sum((u - offset) * a), exactly
 // (no saturation anywhere: every partial sum stays below 2^21 in magnitude, and so float(isum) is exact).
 // How the sum is formed does not matter (it is exact); what follows it is the reference's float work, done
 // once per block for a whole register of 16 (row, token) pairs: convert, times d_w * d_a (the product of
-// two f16 values, exact in f32), add. No fused multiply-add (the library builds with -ffp-contract=off).
+// two f16 values, exact in f32; MXFP4's d_w is 2^(e-128), see vec_dot.h), add. No fused multiply-add (the
+// library builds with -ffp-contract=off).
 //
 // Several tokens: 16 rows in the 16 lanes of a register. A block of 16 rows is transposed so that register
 // k holds bytes 4k..4k+3 of every row (lane i = row i; Transpose), and vpdpbusd with the token's activation
@@ -67,6 +70,19 @@ LLAMAY_AVX512_INLINE __m512 Scales16(const uint8_t* p, size_t s) {
   }
   return _mm512_cvtph_ps(_mm256_setr_epi64x(static_cast<int64_t>(q[0]), static_cast<int64_t>(q[1]),
                                             static_cast<int64_t>(q[2]), static_cast<int64_t>(q[3])));
+}
+
+// The weight scales d_w of the blocks at p + i * s (i < 16), row i in lane i: the f16 d every block type but
+// MXFP4 starts with; MXFP4's 2^(e-128) from its exponent byte.
+template <typename Block>
+LLAMAY_AVX512_INLINE __m512 BlockScales16(const uint8_t* p, size_t s) {
+  return Scales16(p, s);
+}
+template <>
+LLAMAY_AVX512_INLINE __m512 BlockScales16<BlockMXFP4>(const uint8_t* p, size_t s) {
+  alignas(64) float d[16];
+  for (int i = 0; i < 16; ++i) d[i] = E8M0Half(p[i * s]);
+  return _mm512_load_ps(d);
 }
 
 // The row pairing of both layouts: register i < 8 holds rows PairLo(i) and PairLo(i) + 4 (256 bits each),
@@ -157,6 +173,27 @@ struct NibbleWeights {
 using Q4_0Weights = NibbleWeights<BlockQ4_0, 8, false>;
 using Q5_0Weights = NibbleWeights<BlockQ5_0, 16, true>;
 
+// Lookup-table types (IQ4_NL, MXFP4): the nibbles as Q4_0's, each replaced by its grid value plus 128 (one
+// vpshufb against the grid in every 128-bit lane), so that u - 128 is the signed value (|value| <= 127).
+template <typename B, const int8_t* kGrid>
+struct LutWeights {
+  using Block = B;
+  using Nibbles = NibbleWeights<B, 0, false>;
+  static constexpr int kOffset = 128;
+  LLAMAY_AVX512_INLINE static __m512i Grid() {
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kGrid))),
+                            _mm512_set1_epi8(-128));
+  }
+  LLAMAY_AVX512_INLINE static void Transpose(const uint8_t* p, size_t s, __m512i* out) {
+    Nibbles::Transpose(p, s, out);
+    const __m512i grid = Grid();
+    for (int k = 0; k < 8; ++k) out[k] = _mm512_shuffle_epi8(grid, out[k]);
+  }
+  LLAMAY_AVX512_INLINE static __m512i Pair(const uint8_t* lo, const uint8_t* hi) {
+    return _mm512_shuffle_epi8(Grid(), Nibbles::Pair(lo, hi));
+  }
+};
+
 // Eight registers of two rows' eight group sums each (register i: rows PairLo(i), PairLo(i) + 4) to one
 // register of the 16 rows' sums, row r in lane r.
 LLAMAY_AVX512_INLINE __m512i Reduce16(const __m512i* s) {
@@ -242,7 +279,7 @@ struct TransposedRows {
     for (int i = 0; i < kGroup; ++i)
       _mm_prefetch(reinterpret_cast<const char*>(p + i * ws) + kPrefetchBytes, _MM_HINT_T0);
     W::Transpose(p, ws, g->w);
-    g->d = Scales16(p, ws);
+    g->d = BlockScales16<typename W::Block>(p, ws);
   }
 };
 
@@ -322,7 +359,7 @@ LLAMAY_AVX512 void OneTokenRows(const uint8_t* w, size_t ws, const Acts& pa, int
       s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W::Pair(p + r * ws, p + (r + 4) * ws), av);
     }
     const __m512i isum = _mm512_add_epi32(Reduce16(s), _mm512_set1_epi32(pa.start[b]));
-    const __m512 dd = _mm512_mul_ps(Scales16(p, ws), _mm512_set1_ps(pa.da[b]));
+    const __m512 dd = _mm512_mul_ps(BlockScales16<typename W::Block>(p, ws), _mm512_set1_ps(pa.da[b]));
     acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), dd));
   }
   _mm512_mask_storeu_ps(y, m, acc);
@@ -367,7 +404,7 @@ LLAMAY_AVX512 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* p = wr + b * sizeof(Block);
         W::Transpose(p, ws, scratch[b].w);
-        scratch[b].d = Scales16(p, ws);
+        scratch[b].d = BlockScales16<Block>(p, ws);
       }
       for (int64_t t = 0; t < tokens; t += kTokenTile) {
         const int n = static_cast<int>(std::min<int64_t>(kTokenTile, tokens - t));
@@ -391,6 +428,14 @@ LLAMAY_AVX512 void TileAvx512Q4_0(const uint8_t* w, size_t ws, int64_t rows, con
 LLAMAY_AVX512 void TileAvx512Q5_0(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
   Tile<Q5_0Weights>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX512 void TileAvx512IQ4_NL(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                                    int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  Tile<LutWeights<BlockIQ4_NL, kIq4NlValues>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+LLAMAY_AVX512 void TileAvx512MXFP4(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  Tile<LutWeights<BlockMXFP4, kMxfp4Values>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 
 }  // namespace llamay::kernels

@@ -1,15 +1,18 @@
-// NEON tile kernels for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations. Layout: per super-block
-// each of the tile's four rows is unpacked once into 256 int8 weights in element order (Q4_K/Q5_K: q in
-// [0, 31]; Q6_K: q - 32, so that it needs no offset term) with its sub-block scales as int32 (and, Q4_K/Q5_K,
-// its eight mins as int16), on the stack where the tile's tokens read it from L1. Tiling (neon_util.h): four
-// rows x up to four tokens. Per sub-block and (row, token) DotI8 gives four exact int32 partial sums of
-// q * a, which are multiplied by the sub-block scale and accumulated in int32 (exact: |sumi| <= 2^27), so
-// everything up to the per-super-block f32 step of vec_dot.h is exact integer arithmetic. HsumRows4 then puts
-// the four rows' sumi (and smin = sum of mn_s * (bsums[2s] + bsums[2s+1])) in the lanes of one register, and
-// the f32 step runs for four rows at once in the reference's order:
-// acc + (float(sumi) * (d * d_a) - float(smin) * (dmin * d_a)) (Q6_K: acc + float(sumi) * (d * d_a)).
+// NEON tile kernels for the K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K; IQ4_XS too, its values looked up in
+// its grid: IQ4XSTraits) against Q8_K activations. Layout: per
+// super-block each of the tile's four rows is unpacked once into 256 int8 weights in element order
+// (Q4_K/Q5_K: q in [0, 31]; Q6_K: q - 32 and Q3_K: q in [-4, 3], so that they need no offset term; Q2_K: q in
+// [0, 3]) with its sub-block scales as int32 (and, Q4_K/Q5_K/Q2_K, its eight or sixteen mins as int16), on
+// the stack where the tile's tokens read it from L1. Tiling (neon_util.h): four rows x up to four tokens. Per
+// sub-block and (row, token) DotI8 gives four exact int32 partial sums of q * a, which are multiplied by the
+// sub-block scale and accumulated in int32 (exact: |sumi| <= 2^27), so everything up to the per-super-block
+// f32 step of vec_dot.h is exact integer arithmetic. HsumRows4 then puts the four rows' sumi (and smin = sum
+// of mn_s * (bsums[2s] + bsums[2s+1]); Q2_K: of mn_s * bsums[s]) in the lanes of one register, and the f32
+// step runs for four rows at once in the reference's order:
+// acc + (float(sumi) * (d * d_a) - float(smin) * (dmin * d_a)) (Q6_K, Q3_K: acc + float(sumi) * (d*d_a)).
 #if defined(__aarch64__)
 #include <cstddef>
+#include <type_traits>
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/neon_util.h"
@@ -22,7 +25,8 @@ namespace {
 struct Unpacked {
   alignas(16) int8_t q[kQkK];  // the weights in element order
   int32_t sc[16];              // sub-block scales (8 used by Q4_K/Q5_K)
-  int16x8_t mn;                // Q4_K/Q5_K: sub-block mins
+  int16x8_t mn;                // Q4_K/Q5_K: sub-block mins; Q2_K: mins of sub-blocks 0..7
+  int16x8_t mn_hi;             // Q2_K: mins of sub-blocks 8..15
 };
 
 // Q4_K (kFive = false) and Q5_K (kFive = true): 8 sub-blocks of 32 (two registers). q <= 31 and |a| <= 128,
@@ -86,6 +90,69 @@ struct Q6KTraits {
   }
 };
 
+// Q3_K and Q2_K: 16 sub-blocks of 16 (one register) of 2-bit values. Element 128h + 32k + l (l < 32) takes
+// bits 2k..2k+1 of qs[32h + l]; Q3_K subtracts 4 where bit 4h + k of hmask[l] is clear (q in [-4, 3], so it
+// needs no offset term) and has signed 6-bit scales sc - 32; Q2_K (q in [0, 3]) has 4-bit scales and mins.
+// |q * a| <= 4 * 128, so the two products of a lane add up in int16.
+template <bool kQ3>
+struct K23Traits {
+  using Block = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
+  static constexpr bool kHasMin = !kQ3;
+  static constexpr int kSubBlocks = 16, kVecs = 1, kRun = 2;
+
+  LLAMAY_NEON_INLINE static void Unpack(const Block& b, Unpacked* u) {
+    if constexpr (kQ3) {
+      uint32_t words[4];
+      UnpackScalesQ3K(b.scales, words);
+      uint8_t sc[16];
+      __builtin_memcpy(sc, words, 16);
+      for (int s = 0; s < 16; ++s) u->sc[s] = sc[s] - 32;
+    } else {
+      const uint8x16_t v = vld1q_u8(b.scales), mn = vshrq_n_u8(v, 4);
+      for (int s = 0; s < 16; ++s) u->sc[s] = b.scales[s] & 0xF;
+      u->mn = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn)));
+      u->mn_hi = vreinterpretq_s16_u16(vmovl_high_u8(mn));
+    }
+    const uint8x16_t three = vdupq_n_u8(3);
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < 2; ++i) {  // l = 16i..16i+15
+        const uint8x16_t v = vld1q_u8(b.qs + 32 * h + 16 * i);
+        for (int k = 0; k < 4; ++k) {
+          // A negative count shifts right.
+          const uint8x16_t lo = vandq_u8(vshlq_u8(v, vdupq_n_s8(static_cast<int8_t>(-2 * k))), three);
+          int8x16_t q = vreinterpretq_s8_u8(lo);
+          if constexpr (kQ3) {
+            const uint8x16_t set =
+                vtstq_u8(vld1q_u8(b.hmask + 16 * i), vdupq_n_u8(static_cast<uint8_t>(1u << (4 * h + k))));
+            q = vsubq_s8(q, vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set)));  // - 4 where the bit is clear
+          }
+          vst1q_s8(u->q + 128 * h + 32 * k + 16 * i, q);
+        }
+      }
+    }
+  }
+};
+
+// IQ4_XS: 8 sub-blocks of 32 (two registers) whose values are looked up in the IQ4_NL grid (vqtbl1q_s8),
+// with signed 6-bit scales ls - 32. Grid values reach 127 in magnitude, so two products add up in int16
+// (2 * 127 * 128 = 32512).
+struct IQ4XSTraits {
+  using Block = BlockIQ4_XS;
+  static constexpr bool kHasMin = false;
+  static constexpr int kSubBlocks = 8, kVecs = 2, kRun = 2;
+
+  LLAMAY_NEON_INLINE static void Unpack(const Block& b, Unpacked* u) {
+    const int8x16_t grid = vld1q_s8(kIq4NlValues);
+    for (int s = 0; s < 8; ++s) {
+      u->sc[s] = ScaleIQ4_XS(b, s) - 32;
+      // Sub-block s reads qs[16s..16s+15]: low nibbles are elements 0..15, high nibbles 16..31.
+      const uint8x16_t v = vld1q_u8(b.qs + 16 * s);
+      vst1q_s8(u->q + 32 * s, vqtbl1q_s8(grid, vandq_u8(v, vdupq_n_u8(0x0F))));
+      vst1q_s8(u->q + 32 * s + 16, vqtbl1q_s8(grid, vshrq_n_u8(v, 4)));
+    }
+  }
+};
+
 template <class Tr>
 struct KQuantKernel {
   static constexpr int kTokens = 4;
@@ -125,11 +192,21 @@ struct KQuantKernel {
         const float32x4_t sumi = vcvtq_f32_s32(neon::HsumRows4(isum[t]));
         const float32x4_t dd = vmulq_f32(dw, da);
         if constexpr (Tr::kHasMin) {
-          // The eight sums of pairs of groups of 16 (|.| <= 32 * 128), one per sub-block, against the mins.
-          const int16x8_t pairs = vpaddq_s16(vld1q_s16(ab[t]->bsums), vld1q_s16(ab[t]->bsums + 8));
           int32x4_t m[R];
-          for (int r = 0; r < R; ++r)
-            m[r] = vmlal_high_s16(vmull_s16(vget_low_s16(u[r].mn), vget_low_s16(pairs)), u[r].mn, pairs);
+          if constexpr (Tr::kSubBlocks == 16) {
+            // Q2_K: sub-block s is group s of the bsums.
+            const int16x8_t b0 = vld1q_s16(ab[t]->bsums), b1 = vld1q_s16(ab[t]->bsums + 8);
+            for (int r = 0; r < R; ++r) {
+              int32x4_t v = vmlal_high_s16(vmull_s16(vget_low_s16(u[r].mn), vget_low_s16(b0)), u[r].mn, b0);
+              v = vmlal_s16(v, vget_low_s16(u[r].mn_hi), vget_low_s16(b1));
+              m[r] = vmlal_high_s16(v, u[r].mn_hi, b1);
+            }
+          } else {
+            // The eight sums of pairs of groups of 16 (|.| <= 32 * 128), one per sub-block, against the mins.
+            const int16x8_t pairs = vpaddq_s16(vld1q_s16(ab[t]->bsums), vld1q_s16(ab[t]->bsums + 8));
+            for (int r = 0; r < R; ++r)
+              m[r] = vmlal_high_s16(vmull_s16(vget_low_s16(u[r].mn), vget_low_s16(pairs)), u[r].mn, pairs);
+          }
           const float32x4_t smin = vcvtq_f32_s32(neon::HsumRows4(m));
           const float32x4_t dm = vmulq_f32(neon::Gather4F16<sizeof(Block)>(w, b, offsetof(Block, dmin)), da);
           acc[t] = vaddq_f32(acc[t], vsubq_f32(vmulq_f32(sumi, dd), vmulq_f32(smin, dm)));
@@ -155,6 +232,18 @@ void TileNeonQ5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act,
 void TileNeonQ6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
                   int64_t n_in, float* y, size_t ys) {
   neon::RunTile<KQuantKernel<Q6KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+void TileNeonQ3_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
+                  int64_t n_in, float* y, size_t ys) {
+  neon::RunTile<KQuantKernel<K23Traits<true>>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+void TileNeonQ2_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
+                  int64_t n_in, float* y, size_t ys) {
+  neon::RunTile<KQuantKernel<K23Traits<false>>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+}
+void TileNeonIQ4_XS(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as, int64_t tokens,
+                    int64_t n_in, float* y, size_t ys) {
+  neon::RunTile<KQuantKernel<IQ4XSTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 
 }  // namespace llamay::kernels

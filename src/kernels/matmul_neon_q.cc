@@ -1,7 +1,8 @@
-// NEON tile kernels for the 32-element block types (Q8_0, Q4_0, Q5_0 with Q8_0 activations; Q4_1, Q5_1 with
-// Q8_1 activations). Layout: a block's 32 weights are unpacked into two int8 registers (elements 0..15 and
-// 16..31; the nibble types with their offset already taken out, so every type is a signed int8 dot), matching
-// the two registers of the activation block's qs. Tiling (neon_util.h): four rows x up to four tokens; per
+// NEON tile kernels for the 32-element block types (Q8_0, Q4_0, Q5_0 and the lookup-table types IQ4_NL, MXFP4
+// with Q8_0 activations; Q4_1, Q5_1 with Q8_1 activations). Layout: a block's 32 weights are unpacked into
+// two int8 registers (elements 0..15 and 16..31; the nibble types with their offset already taken out, the
+// lookup-table types as their grid values, so every type is a signed int8 dot), matching the two registers
+// of the activation block's qs. Tiling (neon_util.h): four rows x up to four tokens; per
 // block the four rows' weights are unpacked once and kept in registers for the tile's tokens. Per block and
 // (row, token) DotI8 gives four exact int32 partial sums; HsumRows4 folds the four rows' partials into one
 // register of exact block sums (row r in lane r), which is converted, scaled by the rows' d_w * d_a and added
@@ -62,6 +63,38 @@ using Q5_0Traits = NibbleTraits<BlockQ5_0, BlockQ8_0, 16, true>;
 using Q4_1Traits = NibbleTraits<BlockQ4_1, BlockQ8_1, 0, false>;
 using Q5_1Traits = NibbleTraits<BlockQ5_1, BlockQ8_1, 0, true>;
 
+// Lookup-table types (IQ4_NL, MXFP4): each nibble indexes a 16-entry int8 grid (vqtbl1q_s8). kRun products
+// add up in int16: IQ4_NL's values reach 127 in magnitude, so two (2 * 127 * 128 = 32512); MXFP4's 12, so
+// four (4 * 12 * 128 = 6144).
+template <typename B, const int8_t* kGrid, int kRunLength>
+struct LutTraits {
+  using Block = B;
+  using ActBlock = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static constexpr int kRun = kRunLength;
+  LLAMAY_NEON_INLINE static Weights Load(const Block& b) {
+    const int8x16_t grid = vld1q_s8(kGrid);
+    const uint8x16_t qs = vld1q_u8(b.qs);
+    return {{vqtbl1q_s8(grid, vandq_u8(qs, vdupq_n_u8(0x0F))), vqtbl1q_s8(grid, vshrq_n_u8(qs, 4))}};
+  }
+};
+
+using IQ4_NLTraits = LutTraits<BlockIQ4_NL, kIq4NlValues, 2>;
+using MXFP4Traits = LutTraits<BlockMXFP4, kMxfp4Values, 4>;
+
+// The block scales d_w of block b of four rows, row r in lane r: the f16 d every block type but MXFP4 has;
+// MXFP4's 2^(e-128) from its exponent byte.
+template <typename Block>
+LLAMAY_NEON_INLINE float32x4_t Scales4(const uint8_t* const* w, int64_t b) {
+  return neon::Gather4F16<sizeof(Block)>(w, b, offsetof(Block, d));
+}
+template <>
+LLAMAY_NEON_INLINE float32x4_t Scales4<BlockMXFP4>(const uint8_t* const* w, int64_t b) {
+  float d[4];
+  for (int i = 0; i < 4; ++i) d[i] = E8M0Half(w[i][b * static_cast<int64_t>(sizeof(BlockMXFP4))]);
+  return vld1q_f32(d);
+}
+
 template <class Tr>
 struct BlockKernel {
   static constexpr int kTokens = 4;
@@ -79,7 +112,7 @@ struct BlockKernel {
     for (int64_t b = 0; b < nb; ++b) {
       Weights wv[R];
       for (int r = 0; r < R; ++r) wv[r] = Tr::Load(reinterpret_cast<const Block*>(w[r])[b]);
-      const float32x4_t dw = neon::Gather4F16<sizeof(Block)>(w, b, offsetof(Block, d));
+      const float32x4_t dw = Scales4<Block>(w, b);
       float32x4_t mw = vdupq_n_f32(0.0f);
       if constexpr (Tr::kHasMin) mw = neon::Gather4F16<sizeof(Block)>(w, b, offsetof(Block, m));
       for (int t = 0; t < T; ++t) {
@@ -113,6 +146,8 @@ LLAMAY_DEFINE_TILE(TileNeonQ4_0, Q4_0Traits)
 LLAMAY_DEFINE_TILE(TileNeonQ5_0, Q5_0Traits)
 LLAMAY_DEFINE_TILE(TileNeonQ4_1, Q4_1Traits)
 LLAMAY_DEFINE_TILE(TileNeonQ5_1, Q5_1Traits)
+LLAMAY_DEFINE_TILE(TileNeonIQ4_NL, IQ4_NLTraits)
+LLAMAY_DEFINE_TILE(TileNeonMXFP4, MXFP4Traits)
 
 #undef LLAMAY_DEFINE_TILE
 

@@ -24,7 +24,12 @@ using test_util::SameBits;
 
 const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
                                 TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                                TensorType::kQ3_K, TensorType::kQ2_K,
+                                TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
+
+// The K-quants (super-blocks of 256), which the tests give rows of 256 multiples.
+bool IsK(TensorType t) { return TypeBlockSize(t) == 256; }
 
 struct Problem {
   TensorType type;
@@ -35,8 +40,7 @@ struct Problem {
 };
 
 Problem MakeProblem(std::mt19937& rng, TensorType t, int64_t n_out, int64_t n_tokens) {
-  const bool k = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
-  Problem p{t, n_out, k ? 512 : 160, n_tokens, {}, {}};
+  Problem p{t, n_out, IsK(t) ? 512 : 160, n_tokens, {}, {}};
   p.w = test_util::RandomRawWeights(rng, t, n_out, p.n_in);
   p.x = RandomFloats(rng, n_tokens * p.n_in);
   return p;
@@ -121,9 +125,8 @@ TEST(MatMul, TokenAloneEqualsTokenInAnyBatch) {
 TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
   std::mt19937 rng(15);
   for (TensorType t : kAllTypes) {
-    const bool k = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
     const std::vector<int64_t> lengths =
-        k ? std::vector<int64_t>{256, 768, 2816 / 256 * 256} : std::vector<int64_t>{32, 96, 160, 2816};
+        IsK(t) ? std::vector<int64_t>{256, 768, 2816 / 256 * 256} : std::vector<int64_t>{32, 96, 160, 2816};
     for (int64_t n_in : lengths) {
       const int64_t max_rows = 19;
       const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
@@ -181,7 +184,8 @@ StridedProblem MakeStrided(std::mt19937& rng, TensorType t, int64_t n_in, int64_
 // scalar dot, with row and activation strides wider than the rows; nothing is written outside the tile.
 TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
   std::mt19937 rng(16);
-  for (TensorType t : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+  for (TensorType t : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kQ3_K,
+                       TensorType::kQ2_K, TensorType::kIQ4_XS}) {
     for (int64_t n_in : {256, 768, 2816}) {
       const int64_t max_rows = 19, max_tokens = 17, ys = 32;
       const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
@@ -223,7 +227,7 @@ TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
 TEST(MatMul, TilePathsMatchTheReferenceForEveryTokenCount) {
   std::mt19937 rng(17);
   for (TensorType t : kAllTypes) {
-    if (t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K) continue;  // see above
+    if (IsK(t)) continue;  // see above
     const int64_t n_in = 96, max_rows = 37, max_tokens = 17;
     const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
     const auto& [packed, w, act, rb, ws, as] = p;

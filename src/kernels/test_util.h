@@ -82,6 +82,16 @@ inline std::vector<uint8_t> RandomRawWeights(std::mt19937& rng, TensorType type,
       case TensorType::kQ6_K:
         set_f16(blk + offsetof(BlockQ6_K, d));
         break;
+      case TensorType::kQ3_K:
+        set_f16(blk + offsetof(BlockQ3_K, d));
+        break;
+      case TensorType::kQ2_K:
+        set_f16(blk + offsetof(BlockQ2_K, d));
+        set_f16(blk + offsetof(BlockQ2_K, dmin));
+        break;
+      case TensorType::kMXFP4:  // an exponent byte: scales 2^-10 .. 2^2 (vec_dot_test has the extremes)
+        blk[0] = static_cast<uint8_t>(118 + rng() % 13);
+        break;
       default:
         set_f16(blk);
         break;

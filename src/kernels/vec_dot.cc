@@ -53,6 +53,8 @@ ActFormat ActivationFormat(TensorType t) {
     case TensorType::kQ8_0:
     case TensorType::kQ4_0:
     case TensorType::kQ5_0:
+    case TensorType::kIQ4_NL:
+    case TensorType::kMXFP4:
       return ActFormat::kQ8_0;
     case TensorType::kQ4_1:
     case TensorType::kQ5_1:
@@ -60,6 +62,9 @@ ActFormat ActivationFormat(TensorType t) {
     case TensorType::kQ4_K:
     case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kQ3_K:
+    case TensorType::kQ2_K:
+    case TensorType::kIQ4_XS:
       return ActFormat::kQ8_K;
     default:
       break;
@@ -116,6 +121,8 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
     if (type == TensorType::kQ8_0) return TileAvx512Q8_0;
     if (type == TensorType::kQ4_0) return TileAvx512Q4_0;
     if (type == TensorType::kQ5_0) return TileAvx512Q5_0;
+    if (type == TensorType::kIQ4_NL) return TileAvx512IQ4_NL;
+    if (type == TensorType::kMXFP4) return TileAvx512MXFP4;
     if (type == TensorType::kQ4_K) return TileAvx512Q4_K;
     if (type == TensorType::kQ5_K) return TileAvx512Q5_K;
     if (n_in % 8 == 0) {
@@ -142,6 +149,12 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
         return TileAvx2Q4_0;
       case TensorType::kQ5_0:
         return TileAvx2Q5_0;
+      case TensorType::kIQ4_NL:
+        return TileAvx2IQ4_NL;
+      case TensorType::kMXFP4:
+        return TileAvx2MXFP4;
+      case TensorType::kIQ4_XS:
+        return TileAvx2IQ4_XS;
       case TensorType::kQ4_1:
         return TileAvx2Q4_1;
       case TensorType::kQ5_1:
@@ -152,6 +165,10 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
         return TileAvx2Q5_K;
       case TensorType::kQ6_K:
         return TileAvx2Q6_K;
+      case TensorType::kQ3_K:
+        return TileAvx2Q3_K;
+      case TensorType::kQ2_K:
+        return TileAvx2Q2_K;
       default:
         break;
     }
@@ -175,6 +192,12 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
         return TileNeonQ4_0;
       case TensorType::kQ5_0:
         return TileNeonQ5_0;
+      case TensorType::kIQ4_NL:
+        return TileNeonIQ4_NL;
+      case TensorType::kMXFP4:
+        return TileNeonMXFP4;
+      case TensorType::kIQ4_XS:
+        return TileNeonIQ4_XS;
       case TensorType::kQ4_1:
         return TileNeonQ4_1;
       case TensorType::kQ5_1:
@@ -185,6 +208,10 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
         return TileNeonQ5_K;
       case TensorType::kQ6_K:
         return TileNeonQ6_K;
+      case TensorType::kQ3_K:
+        return TileNeonQ3_K;
+      case TensorType::kQ2_K:
+        return TileNeonQ2_K;
       default:
         break;
     }
@@ -206,6 +233,12 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
       return TileScalarFor<TensorType::kQ4_0>;
     case TensorType::kQ5_0:
       return TileScalarFor<TensorType::kQ5_0>;
+    case TensorType::kIQ4_NL:
+      return TileScalarFor<TensorType::kIQ4_NL>;
+    case TensorType::kMXFP4:
+      return TileScalarFor<TensorType::kMXFP4>;
+    case TensorType::kIQ4_XS:
+      return TileScalarFor<TensorType::kIQ4_XS>;
     case TensorType::kQ4_1:
       return TileScalarFor<TensorType::kQ4_1>;
     case TensorType::kQ5_1:
@@ -216,6 +249,10 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
       return TileScalarFor<TensorType::kQ5_K>;
     case TensorType::kQ6_K:
       return TileScalarFor<TensorType::kQ6_K>;
+    case TensorType::kQ3_K:
+      return TileScalarFor<TensorType::kQ3_K>;
+    case TensorType::kQ2_K:
+      return TileScalarFor<TensorType::kQ2_K>;
     default:
       break;
   }

@@ -8,6 +8,12 @@
 //   Q8_0, Q4_0, Q5_0       Q8_0 blocks            exact int32 sums, times d_w * d_a
 //   Q4_1, Q5_1             Q8_1 blocks            exact int32 sums, times d_w * d_a; plus m_w * s_a
 //   Q4_K, Q5_K, Q6_K       Q8_K super-blocks      exact int32 sums with the integer sub-block scales
+//   Q3_K, Q2_K             Q8_K super-blocks      the same (16 sub-blocks of 16); Q2_K's min term from
+//                                                 the activation's bsums
+//   IQ4_NL, MXFP4          Q8_0 blocks            exact int32 sums of the weights' grid values (the 16-entry
+//                                                 tables of quant_blocks.h), times d_w * d_a
+//   IQ4_XS                 Q8_K super-blocks      exact int32 sums of IQ4_NL grid values with the signed
+//                                                 integer sub-block scales ls - 32
 //
 // Canonical order (the invariant every implementation keeps, so that the AVX2 and scalar paths agree bit
 // for bit, and a result never depends on how rows and tokens were tiled or on the thread count):
@@ -20,6 +26,18 @@
 //     SIMD kernels put (row, token) pairs in lanes and pay the float work once per block for a whole vector
 //     of them (DESIGN.md section 3's "integer sums per block, one f32 scale per block").
 //   - K-quants: per super-block, acc += float(sumi) * (d_w * d_a) [- float(smin) * (dmin_w * d_a)], in order.
+//     The types with a min (Q4_K, Q5_K, Q2_K) add the bracket acc + (float(sumi) * dd - float(smin) * dm),
+//     with smin = sum of mn_s * (the activation's sum over sub-block s, from bsums), as ggml's generic code
+//     does for Q2_K; Q3_K and Q6_K have no min (sumi = sum of (sc_s [- 32]) * sub-block sum). ggml's generic
+//     Q3_K code keeps eight lane sums instead, its SIMD code one sum per super-block as here.
+//   - The lookup-table 32-blocks are 32-blocks: IQ4_NL's d_w is its f16 d (so d_w * d_a is exact, as for
+//     Q4_0); MXFP4's is E8M0Half(e) = 2^(e-128) (ggml's GGML_E8M0_TO_FP32_HALF: its grid holds the E2M1
+//     values doubled), and d_w * d_a = 2^(e-128) * f16 is exact unless it falls below f32's normal range
+//     (a tiny e), where it rounds once, the same way on every path. Both are ggml's generic order too
+//     (sumf += (d_a * d_w) * float(sumi1 + sumi2)).
+//   - IQ4_XS is a K-quant without a min, as Q6_K: sumi = sum over its 8 sub-blocks of (ls_s - 32) x (sub-block
+//     sum), then acc + float(sumi) * (d_w * d_a). ggml's generic code instead adds (d_w * d_a * (ls_s - 32))
+//     x float(sub-block sum) per sub-block (its SIMD code one integer sum per super-block, as here).
 // No step uses a fused multiply-add where rounding could differ (the library builds with -ffp-contract=off).
 //
 // Shapes: a weight row and an activation row both have n_in elements; REQUIRES n_in % 32 == 0 for the

@@ -22,11 +22,14 @@ using test_util::RandomFloats;
 
 const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
                                 TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                                TensorType::kQ3_K, TensorType::kQ2_K,
+                                TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
 
-bool IsK(TensorType t) { return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K; }
+bool IsK(TensorType t) { return TypeBlockSize(t) == kQkK; }
 bool HasMin(TensorType t) {
-  return t == TensorType::kQ4_1 || t == TensorType::kQ5_1 || t == TensorType::kQ4_K || t == TensorType::kQ5_K;
+  return t == TensorType::kQ4_1 || t == TensorType::kQ5_1 || t == TensorType::kQ4_K ||
+         t == TensorType::kQ5_K || t == TensorType::kQ2_K;
 }
 
 // The values a prepared activation row stands for.
@@ -219,6 +222,89 @@ TEST(VecDot, Q8_0ExtremesMatchOnEveryLevel) {
   }
 }
 
+// MXFP4 blocks with extreme exponents (the subnormal scales of e = 0 and 1, where d_w * d_a is no longer
+// exact) against activation blocks from subnormal f16 scales up: every level and tile path (one token, a
+// register tile, more tokens than a tile) gives the scalar kernel's bits, and those are finite and nonzero.
+TEST(VecDot, MXFP4ExtremeScalesMatchOnEveryLevel) {
+  std::mt19937 rng(5);
+  const int64_t n = 256, rows = 19, max_tokens = 11;
+  const uint8_t exps[] = {0, 1, 2, 3, 10, 25, 100, 127, 128, 160, 200, 225};
+  std::vector<BlockMXFP4> w(rows * n / 32);
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i].e = exps[i % std::size(exps)];
+    for (uint8_t& q : w[i].qs) q = static_cast<uint8_t>(rng());
+  }
+  const size_t ws = sizeof(BlockMXFP4) * n / 32, as = ActivationRowBytes(ActFormat::kQ8_0, n);
+  std::vector<uint8_t> act(as * max_tokens);
+  const float scales[] = {1e-7f, 1e-3f, 1.0f, 30.0f};
+  for (int64_t t = 0; t < max_tokens; ++t) {
+    auto x = RandomFloats(rng, n);
+    for (int64_t i = 0; i < n; ++i) x[i] *= scales[(t + i / 32) % 4];
+    QuantizeActivationRow(ActFormat::kQ8_0, x.data(), n, act.data() + t * as);
+  }
+  const auto* wp = reinterpret_cast<const uint8_t*>(w.data());
+  for (int64_t tokens : {int64_t{1}, int64_t{3}, max_tokens}) {
+    std::vector<float> ys(rows * tokens);
+    GetTileFn(TensorType::kMXFP4, Isa::kScalar, n)(wp, ws, rows, act.data(), as, tokens, n, ys.data(), rows);
+    for (float v : ys) EXPECT_TRUE(std::isfinite(v) && v != 0.0f) << v;
+    for (Isa isa : test_util::SupportedIsas()) {
+      std::vector<float> yv(rows * tokens);
+      GetTileFn(TensorType::kMXFP4, isa, n)(wp, ws, rows, act.data(), as, tokens, n, yv.data(), rows);
+      EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa) << " tokens " << tokens;
+    }
+  }
+}
+
+// IQ4_NL and IQ4_XS at the grid's extremes (-127 and 113, IQ4_XS's scales -32 and 31) against activations
+// of +-127, where a kernel whose int16 pair sums saturated would go wrong: every level gives the scalar
+// kernel's bits, and those are the exact dot to f32 rounding.
+TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
+  const int64_t n = 256, rows = 9, tokens = 3;
+  for (TensorType t : {TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
+    SCOPED_TRACE(std::string(TensorTypeName(t)));
+    const size_t ws = TypeRowBytes(t, n), as = ActivationRowBytes(ActivationFormat(t), n);
+    std::vector<uint8_t> w(ws * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* row = w.data() + r * ws;
+      const uint8_t q = r % 2 ? 0xF0 : 0x00;  // nibbles 0 (-127) and 15 (113), or 0 alone
+      if (t == TensorType::kIQ4_NL) {
+        auto* b = reinterpret_cast<BlockIQ4_NL*>(row);
+        for (int64_t i = 0; i < n / 32; ++i) b[i].d = F32ToF16(0.5f), std::memset(b[i].qs, q, 16);
+      } else {
+        auto* b = reinterpret_cast<BlockIQ4_XS*>(row);
+        b->d = F32ToF16(0.5f);
+        b->scales_h = r % 3 ? 0xFFFF : 0x0000;  // ls = 63 or 0 with the low nibbles below
+        std::memset(b->scales_l, r % 3 ? 0xFF : 0x00, 4);
+        std::memset(b->qs, q, 128);
+      }
+    }
+    std::vector<uint8_t> act(as * tokens);
+    std::vector<std::vector<float>> xs;
+    for (int64_t k = 0; k < tokens; ++k) {
+      std::vector<float> x(n);
+      for (int64_t i = 0; i < n; ++i) x[i] = k == 0 ? 1.0f : k == 1 ? -1.0f : (i % 2 ? 1.0f : -1.0f);
+      QuantizeActivationRow(ActivationFormat(t), x.data(), n, act.data() + k * as);
+      xs.push_back(DequantAct(ActivationFormat(t), act.data() + k * as, n));
+    }
+    std::vector<float> ys(rows * tokens);
+    GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
+    for (int64_t k = 0; k < tokens; ++k) {
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> wd(n);
+        DequantizeRow(t, w.data() + r * ws, wd.data(), n);
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wd[i]) * xs[k][i];
+        EXPECT_NEAR(ys[k * rows + r], exact, std::fabs(exact) * 1e-6) << "row " << r << " token " << k;
+      }
+    }
+    for (Isa isa : test_util::SupportedIsas()) {
+      std::vector<float> yv(rows * tokens);
+      GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
+      EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
+    }
+  }
+}
+
 // Float types with n_in not a multiple of 8 take the scalar kernel on every ISA: same bits.
 TEST(VecDot, FloatTailFallsBackToSameResult) {
   std::mt19937 rng(4);
@@ -233,6 +319,31 @@ TEST(VecDot, KnownValueQ8_0) {
   BlockQ8_0 w{F32ToF16(0.5f), {}}, a{F32ToF16(0.25f), {}};
   for (int j = 0; j < 32; ++j) w.qs[j] = 2, a.qs[j] = static_cast<int8_t>(j % 2 ? 3 : -1);
   for (Isa isa : {Isa::kScalar, DetectIsa()}) EXPECT_EQ(VecDot(TensorType::kQ8_0, &w, &a, 32, isa), 8.0f);
+}
+
+// Hand-computed Q3_K and Q2_K dots, on every level, against activations of 1 (d_a = 0.5, bsums of 16).
+// Q3_K: every q = -4 (no high bits, low bits 0) with scales sc - 32 = 1, d = 1: 256 * -4 * 0.5 = -512.
+// Q2_K: every q = 3, scale 1 and min 2, d = 1, dmin = 0.25: x = 3 - 0.5, 256 * 2.5 * 0.5 = 320 (from
+// sumi = 768 and smin = 512, the min term from the bsums).
+TEST(VecDot, KnownValuesQ3_KAndQ2_K) {
+  BlockQ8_K a{};
+  a.d = 0.5f;
+  for (auto& q : a.qs) q = 1;
+  for (auto& s : a.bsums) s = 16;
+  BlockQ3_K w3{};
+  w3.d = F32ToF16(1.0f);
+  // Scale 33 = 0b100001: low nibble 1 for all 16 sub-blocks, high bits 2 in every 2-bit field.
+  for (int i = 0; i < 8; ++i) w3.scales[i] = 0x11;
+  for (int i = 8; i < 12; ++i) w3.scales[i] = 0xAA;
+  BlockQ2_K w2{};
+  w2.d = F32ToF16(1.0f);
+  w2.dmin = F32ToF16(0.25f);
+  for (auto& s : w2.scales) s = 0x21;
+  for (auto& q : w2.qs) q = 0xFF;
+  for (Isa isa : test_util::SupportedIsas()) {
+    EXPECT_EQ(VecDot(TensorType::kQ3_K, &w3, &a, 256, isa), -512.0f) << IsaName(isa);
+    EXPECT_EQ(VecDot(TensorType::kQ2_K, &w2, &a, 256, isa), 320.0f) << IsaName(isa);
+  }
 }
 
 }  // namespace

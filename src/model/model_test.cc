@@ -363,7 +363,8 @@ TEST(WeightTypes, EverySupportedTypeComputesWhatItsDequantisedWeightsCompute) {
   for (Case c : {Case{TensorType::kF16, 0.02f}, Case{TensorType::kBF16, 0.1f}, Case{TensorType::kQ8_0, 0.3f},
                  Case{TensorType::kQ4_0, 0.3f}, Case{TensorType::kQ4_1, 0.3f}, Case{TensorType::kQ5_0, 0.3f},
                  Case{TensorType::kQ5_1, 0.3f}, Case{TensorType::kQ4_K, 0.4f}, Case{TensorType::kQ5_K, 0.4f},
-                 Case{TensorType::kQ6_K, 0.4f}}) {
+                 Case{TensorType::kQ6_K, 0.4f}, Case{TensorType::kIQ4_NL, 0.3f}, Case{TensorType::kMXFP4, 0.3f},
+                 Case{TensorType::kIQ4_XS, 0.4f}}) {
     SCOPED_TRACE(std::string(TensorTypeName(c.type)));
     SyntheticSpec spec;
     spec.n_vocab = 300;

@@ -17,7 +17,8 @@ namespace {
 // Every type `--type all` writes: the ones llamay quantises to, in llama.cpp's naming.
 constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
                                     TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ4_0, TensorType::kQ4_1,
-                                    TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K};
+                                    TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K, TensorType::kQ3_K,
+                                    TensorType::kQ2_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS, TensorType::kMXFP4};
 
 struct SynthOptions {
   std::string output;
@@ -121,7 +122,7 @@ Result<TensorType> ParseWeightType(const std::string& name) {
   if (!t || !kernels::CanQuantize(*t))
     return InvalidArgumentError("unknown or unsupported weight type '" + name +
                                 "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_0, q4_1, q6_K, q5_K, q4_K, iq4_nl, "
-                                "iq4_xs, mxfp4)");
+                                "iq4_xs, mxfp4, q3_K, q2_K)");
   return *t;
 }
 

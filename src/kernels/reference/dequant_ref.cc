@@ -56,6 +56,43 @@ void DequantQ5_1(const BlockQ5_1* x, float* y, int64_t nb) {
   }
 }
 
+// IQ4_NL: ggml's f32 step is d * float(value).
+void DequantIQ4_NL(const BlockIQ4_NL* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQk) {
+    const float d = F16ToF32(x[b].d);
+    for (int j = 0; j < kQk / 2; ++j) {
+      y[j] = d * static_cast<float>(kIq4NlValues[x[b].qs[j] & 0xF]);
+      y[j + kQk / 2] = d * static_cast<float>(kIq4NlValues[x[b].qs[j] >> 4]);
+    }
+  }
+}
+
+// MXFP4: ggml's f32 step is float(value) * d, d = 2^(e-128).
+void DequantMXFP4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQk) {
+    const float d = E8M0Half(x[b].e);
+    for (int j = 0; j < kQk / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[x[b].qs[j] & 0xF]) * d;
+      y[j + kQk / 2] = static_cast<float>(kMxfp4Values[x[b].qs[j] >> 4]) * d;
+    }
+  }
+}
+
+// IQ4_XS: ggml's f32 steps are dl = d * float(ls - 32) per sub-block of 32, then dl * float(value).
+void DequantIQ4_XS(const BlockIQ4_XS* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = F16ToF32(x[b].d);
+    for (int s = 0; s < kQkK / 32; ++s, y += 32) {
+      const float dl = d * static_cast<float>(ScaleIQ4_XS(x[b], s) - 32);
+      const uint8_t* qs = x[b].qs + 16 * s;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * static_cast<float>(kIq4NlValues[qs[j] & 0xF]);
+        y[j + 16] = dl * static_cast<float>(kIq4NlValues[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
 // Q4_K and Q5_K share the scale layout; qh is null for Q4_K.
 void DequantK45(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qh, const uint8_t* qs,
                 float* y) {
@@ -96,6 +133,39 @@ void DequantQ6_K(const BlockQ6_K* x, float* y, int64_t nb) {
   }
 }
 
+// Q3_K and Q2_K: element 128h + 32k + l (l < 32) of a super-block, sub-block (128h + 32k + l) / 16, reads
+// bits 2k..2k+1 of qs[32h + l]. ggml's order of f32 operations: dl = d * float(scale), x = dl * float(q)
+// (Q2_K: minus dmin * float(min)).
+void DequantQ3_K(const BlockQ3_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQkK) {
+    const float d = F16ToF32(x[b].d);
+    uint32_t words[4];
+    UnpackScalesQ3K(x[b].scales, words);
+    uint8_t sc[16];
+    std::memcpy(sc, words, 16);
+    for (int e = 0; e < kQkK; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const int lo = (x[b].qs[32 * h + l] >> (2 * k)) & 3;
+      const int q = lo - (((x[b].hmask[l] >> (4 * h + k)) & 1) != 0 ? 0 : 4);
+      const float dl = d * static_cast<float>(sc[e / 16] - 32);
+      y[e] = dl * static_cast<float>(q);
+    }
+  }
+}
+
+void DequantQ2_K(const BlockQ2_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQkK) {
+    const float d = F16ToF32(x[b].d), dmin = F16ToF32(x[b].dmin);
+    for (int e = 0; e < kQkK; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const int q = (x[b].qs[32 * h + l] >> (2 * k)) & 3;
+      const uint8_t sc = x[b].scales[e / 16];
+      const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+      y[e] = dl * static_cast<float>(q) - ml;
+    }
+  }
+}
+
 }  // namespace
 
 bool CanDequantize(TensorType t) {
@@ -108,9 +178,14 @@ bool CanDequantize(TensorType t) {
     case TensorType::kQ4_1:
     case TensorType::kQ5_0:
     case TensorType::kQ5_1:
+    case TensorType::kIQ4_NL:
+    case TensorType::kMXFP4:
+    case TensorType::kIQ4_XS:
     case TensorType::kQ4_K:
     case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kQ3_K:
+    case TensorType::kQ2_K:
       return true;
     default:
       return false;
@@ -160,6 +235,15 @@ void DequantizeRow(TensorType t, const void* src, float* y, int64_t n) {
     case TensorType::kQ5_1:
       DequantQ5_1(static_cast<const BlockQ5_1*>(src), y, nb);
       return;
+    case TensorType::kIQ4_NL:
+      DequantIQ4_NL(static_cast<const BlockIQ4_NL*>(src), y, nb);
+      return;
+    case TensorType::kMXFP4:
+      DequantMXFP4(static_cast<const BlockMXFP4*>(src), y, nb);
+      return;
+    case TensorType::kIQ4_XS:
+      DequantIQ4_XS(static_cast<const BlockIQ4_XS*>(src), y, nb);
+      return;
     case TensorType::kQ4_K:
       for (int64_t b = 0; b < nb; ++b) {
         const auto& x = static_cast<const BlockQ4_K*>(src)[b];
@@ -174,6 +258,12 @@ void DequantizeRow(TensorType t, const void* src, float* y, int64_t n) {
       return;
     case TensorType::kQ6_K:
       DequantQ6_K(static_cast<const BlockQ6_K*>(src), y, nb);
+      return;
+    case TensorType::kQ3_K:
+      DequantQ3_K(static_cast<const BlockQ3_K*>(src), y, nb);
+      return;
+    case TensorType::kQ2_K:
+      DequantQ2_K(static_cast<const BlockQ2_K*>(src), y, nb);
       return;
     default:
       break;

@@ -118,6 +118,90 @@ float DotQ6_K(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
   return acc;
 }
 
+// Q3_K and Q2_K weight values in element order: element 128h + 32k + l (l < 32) reads bits 2k..2k+1 of
+// qs[32h + l]; Q3_K subtracts 4 where bit 4h + k of hmask[l] is clear.
+void Unpack2Bit(const uint8_t* qs, const uint8_t* hmask, int* q) {
+  for (int e = 0; e < kQkK; ++e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    q[e] = (qs[32 * h + l] >> (2 * k)) & 3;
+    if (hmask != nullptr && ((hmask[l] >> (4 * h + k)) & 1) == 0) q[e] -= 4;
+  }
+}
+
+// Q3_K: sumi = sum over the 16 sub-blocks of (sc - 32) * (sum of q * a), then acc += float(sumi) * (d*d_a)
+// as Q6_K (ggml's generic code keeps eight lane sums instead; its SIMD paths one sum per super-block).
+float DotQ3_K(const BlockQ3_K* w, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int q[kQkK];
+    Unpack2Bit(w[b].qs, w[b].hmask, q);
+    uint32_t words[4];
+    UnpackScalesQ3K(w[b].scales, words);
+    uint8_t sc[16];
+    std::memcpy(sc, words, 16);
+    int32_t sumi = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q[16 * s + l] * a[b].qs[16 * s + l];
+      sumi += (sc[s] - 32) * isum;
+    }
+    acc = acc + static_cast<float>(sumi) * (F16ToF32(w[b].d) * a[b].d);
+  }
+  return acc;
+}
+
+// Q2_K: as Q4_K, with 16 sub-blocks of 16 and smin = sum of mn_s * bsums[s] (ggml's generic order:
+// acc + (float(sumi) * (d*d_a) - float(smin) * (dmin*d_a))).
+float DotQ2_K(const BlockQ2_K* w, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int q[kQkK];
+    Unpack2Bit(w[b].qs, nullptr, q);
+    int32_t sumi = 0, smin = 0;
+    for (int s = 0; s < 16; ++s) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q[16 * s + l] * a[b].qs[16 * s + l];
+      sumi += (w[b].scales[s] & 0xF) * isum;
+      smin += (w[b].scales[s] >> 4) * a[b].bsums[s];
+    }
+    const float dd = F16ToF32(w[b].d) * a[b].d, dm = F16ToF32(w[b].dmin) * a[b].d;
+    acc = acc + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
+  }
+  return acc;
+}
+
+// MXFP4: a 32-block whose d_w is 2^(e-128) (E8M0Half), in the 32-blocks' order.
+float DotMXFP4(const BlockMXFP4* w, const BlockQ8_0* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float dd = E8M0Half(w[b].e) * F16ToF32(a[b].d);
+    const int32_t isum =
+        BlockSum([&](int j) { return static_cast<int>(kMxfp4Values[NibbleAt(w[b].qs, j)]); }, a[b].qs);
+    acc = acc + static_cast<float>(isum) * dd;
+  }
+  return acc;
+}
+
+// IQ4_XS: sumi = sum over the 8 sub-blocks of (ls - 32) * (sum of value * a), exact, then
+// acc += float(sumi) * (d * d_a) as Q6_K (ggml's generic code instead adds (d * d_a * (ls - 32)) * isum per
+// sub-block; its SIMD code one integer sum per super-block, as here).
+float DotIQ4_XS(const BlockIQ4_XS* w, const BlockQ8_K* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sumi = 0;
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* qs = w[b].qs + 16 * s;
+      const int8_t* aq = a[b].qs + 32 * s;
+      int32_t isum = 0;
+      for (int j = 0; j < 16; ++j)
+        isum += kIq4NlValues[qs[j] & 0xF] * aq[j] + kIq4NlValues[qs[j] >> 4] * aq[j + 16];
+      sumi += (ScaleIQ4_XS(w[b], s) - 32) * isum;
+    }
+    acc = acc + static_cast<float>(sumi) * (F16ToF32(w[b].d) * a[b].d);
+  }
+  return acc;
+}
+
 }  // namespace
 
 float RefDotF32(const float* x, const float* y, int64_t n) {
@@ -149,6 +233,14 @@ float RefDot(TensorType wtype, const void* w, const void* act, int64_t n) {
     case TensorType::kQ5_0:
       return Dot_0(static_cast<const BlockQ5_0*>(w), a8, n / kQk,
                    [](const BlockQ5_0& blk, int j) { return Q5At(blk.qs, blk.qh, j) - 16; });
+    case TensorType::kIQ4_XS:
+      return DotIQ4_XS(static_cast<const BlockIQ4_XS*>(w), ak, n / kQkK);
+    case TensorType::kMXFP4:
+      return DotMXFP4(static_cast<const BlockMXFP4*>(w), a8, n / kQk);
+    case TensorType::kIQ4_NL:
+      return Dot_0(static_cast<const BlockIQ4_NL*>(w), a8, n / kQk, [](const BlockIQ4_NL& blk, int j) {
+        return static_cast<int>(kIq4NlValues[NibbleAt(blk.qs, j)]);
+      });
     case TensorType::kQ4_1:
       return Dot_1(static_cast<const BlockQ4_1*>(w), a81, n / kQk,
                    [](const BlockQ4_1& blk, int j) { return NibbleAt(blk.qs, j); });
@@ -161,6 +253,10 @@ float RefDot(TensorType wtype, const void* w, const void* act, int64_t n) {
       return DotQ4_5K(static_cast<const uint8_t*>(w), sizeof(BlockQ5_K), true, ak, n / kQkK);
     case TensorType::kQ6_K:
       return DotQ6_K(static_cast<const BlockQ6_K*>(w), ak, n / kQkK);
+    case TensorType::kQ3_K:
+      return DotQ3_K(static_cast<const BlockQ3_K*>(w), ak, n / kQkK);
+    case TensorType::kQ2_K:
+      return DotQ2_K(static_cast<const BlockQ2_K*>(w), ak, n / kQkK);
     default:
       break;
   }

@@ -58,6 +58,70 @@ void QuantAsymmetric(const float* x, int levels, uint16_t* d16, uint16_t* m16, u
   }
 }
 
+// The index of the value of a 16-entry grid nearest to v (the first on ties).
+int NearestIndex(const int8_t* grid, float v) {
+  int best = 0;
+  float best_err = std::fabs(v - static_cast<float>(grid[0]));
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(v - static_cast<float>(grid[i]));
+    if (err < best_err) best = i, best_err = err;
+  }
+  return best;
+}
+
+// IQ4_NL block: d maps the element of largest magnitude to the grid's end value -127 (ggml's first guess;
+// its search over nearby scales is left out), then each element takes the nearest grid value.
+void QuantIQ4_NL(const float* x, BlockIQ4_NL* y) {
+  y->d = F32ToF16(SignedAbsMax(x, kQk) / static_cast<float>(kIq4NlValues[0]));
+  const float d = F16ToF32(y->d);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int j = 0; j < kQk; ++j)
+    y->qs[j % 16] |= static_cast<uint8_t>(NearestIndex(kIq4NlValues, x[j] * id) << (j < 16 ? 0 : 4));
+}
+
+// MXFP4 block: the smallest exponent whose grid reaches the largest magnitude (12 * 2^(e-128) >= amax, so
+// nothing clips), then each element takes the nearest grid value.
+void QuantMXFP4(const float* x, BlockMXFP4* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQk; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int e = 0;
+  while (e < 254 && 12.0f * E8M0Half(static_cast<uint8_t>(e)) < amax) ++e;
+  y->e = static_cast<uint8_t>(e);
+  const float d = E8M0Half(y->e);  // divided by, not inverted: 1 / 2^-128 is not a finite f32
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int j = 0; j < kQk; ++j)
+    y->qs[j % 16] |= static_cast<uint8_t>(NearestIndex(kMxfp4Values, x[j] / d) << (j < 16 ? 0 : 4));
+}
+
+// IQ4_XS super-block: per sub-block of 32 a signed scale that maps its largest magnitude to the grid's end
+// -127 (as QuantIQ4_NL), then 6-bit scales ls - 32 in [-32, 31] against d, the largest of them mapped to
+// -32; each element takes the grid value nearest to it with its sub-block's final scale.
+void QuantIQ4_XS(const float* x, BlockIQ4_XS* y) {
+  float sub_scale[8];
+  float max_scale = 0.0f;  // the sub-block scale of largest magnitude, with its sign
+  for (int s = 0; s < 8; ++s) {
+    sub_scale[s] = SignedAbsMax(x + 32 * s, 32) / static_cast<float>(kIq4NlValues[0]);
+    if (std::fabs(sub_scale[s]) > std::fabs(max_scale)) max_scale = sub_scale[s];
+  }
+  const float d = max_scale / -32.0f;
+  y->d = F32ToF16(d);
+  const float df = F16ToF32(y->d);
+  y->scales_h = 0;
+  std::memset(y->scales_l, 0, sizeof(y->scales_l));
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int s = 0; s < 8; ++s) {
+    const int ls = std::clamp(df != 0.0f ? NearestInt(sub_scale[s] / df) : 0, -32, 31) + 32;
+    y->scales_l[s / 2] |= static_cast<uint8_t>((ls & 0xF) << (4 * (s % 2)));
+    y->scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * s));
+    const float dl = df * static_cast<float>(ls - 32);
+    const float id = dl != 0.0f ? 1.0f / dl : 0.0f;
+    for (int j = 0; j < 32; ++j)
+      y->qs[16 * s + j % 16] |=
+          static_cast<uint8_t>(NearestIndex(kIq4NlValues, x[32 * s + j] * id) << (j < 16 ? 0 : 4));
+  }
+}
+
 void StoreU32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
@@ -134,6 +198,72 @@ void QuantQ6_K(const float* x, BlockQ6_K* y) {
       y->ql[64 * half + l + 32] = static_cast<uint8_t>((L[l + 32] & 0xF) | ((L[l + 96] & 0xF) << 4));
       y->qh[32 * half + l] = static_cast<uint8_t>((L[l] >> 4) | ((L[l + 32] >> 4) << 2) |
                                                   ((L[l + 64] >> 4) << 4) | ((L[l + 96] >> 4) << 6));
+    }
+  }
+}
+
+// Stores 2-bit value q (0..3) of element e of a Q3_K/Q2_K super-block: bits 2k..2k+1 of qs[32h + l] for
+// e = 128h + 32k + l.
+void Put2Bit(uint8_t* qs, int e, int q) {
+  qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((e % 128) / 32)));
+}
+
+// Q3_K: per sub-block of 16 a signed scale that maps the largest magnitude to q = -4, then 6-bit scales
+// (sc - 32 in [-32, 31]) against d, the largest of them mapped to -32.
+void QuantQ3_K(const float* x, BlockQ3_K* y) {
+  float sub_scale[16];
+  float max_scale = 0.0f;  // the sub-block scale of largest magnitude, with its sign
+  for (int s = 0; s < 16; ++s) {
+    sub_scale[s] = SignedAbsMax(x + 16 * s, 16) / -4.0f;
+    if (std::fabs(sub_scale[s]) > std::fabs(max_scale)) max_scale = sub_scale[s];
+  }
+  const float d = max_scale / -32.0f;
+  y->d = F32ToF16(d);
+  const float df = F16ToF32(y->d);
+  std::memset(y->scales, 0, sizeof(y->scales));
+  std::memset(y->hmask, 0, sizeof(y->hmask));
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int s = 0; s < 16; ++s) {
+    const int ls = std::clamp(d != 0.0f ? NearestInt(sub_scale[s] / d) : 0, -32, 31);
+    const int l = ls + 32;
+    y->scales[s % 8] |= static_cast<uint8_t>((l & 0xF) << (s < 8 ? 0 : 4));
+    y->scales[8 + s % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (s / 4)));
+    const float ds = df * static_cast<float>(ls);
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * s + i;
+      const int q = (ds != 0.0f ? std::clamp(NearestInt(x[e] / ds), -4, 3) : 0) + 4;
+      Put2Bit(y->qs, e, q);
+      y->hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << (4 * (e / 128) + (e % 128) / 32));
+    }
+  }
+}
+
+// Q2_K: per sub-block of 16 a scale and a min (min clamped to <= 0, stored as a non-negative offset), both
+// 4-bit against f16 d and dmin.
+void QuantQ2_K(const float* x, BlockQ2_K* y) {
+  float sub_scale[16], sub_min[16];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float mn = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 16; ++i) mn = std::min(mn, x[16 * s + i]), mx = std::max(mx, x[16 * s + i]);
+    sub_scale[s] = (mx - mn) / 3.0f;
+    sub_min[s] = -mn;
+    max_scale = std::max(max_scale, sub_scale[s]);
+    max_min = std::max(max_min, sub_min[s]);
+  }
+  const float d = max_scale / 15.0f, dmin = max_min / 15.0f;
+  y->d = F32ToF16(d);
+  y->dmin = F32ToF16(dmin);
+  const float df = F16ToF32(y->d), dminf = F16ToF32(y->dmin);
+  std::memset(y->qs, 0, sizeof(y->qs));
+  for (int s = 0; s < 16; ++s) {
+    const int ls = std::clamp(d > 0 ? NearestInt(sub_scale[s] / d) : 0, 0, 15);
+    const int lm = std::clamp(dmin > 0 ? NearestInt(sub_min[s] / dmin) : 0, 0, 15);
+    y->scales[s] = static_cast<uint8_t>(ls | (lm << 4));
+    const float ds = df * static_cast<float>(ls), ms = dminf * static_cast<float>(lm);
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * s + i;
+      Put2Bit(y->qs, e, ds > 0 ? std::clamp(NearestInt((x[e] + ms) / ds), 0, 3) : 0);
     }
   }
 }
@@ -219,6 +349,15 @@ void QuantizeRow(TensorType t, const float* x, void* dst, int64_t n) {
         StoreU32(y.qh, qh);
       }
       return;
+    case TensorType::kIQ4_NL:
+      for (int64_t b = 0; b < nb; ++b) QuantIQ4_NL(x + kQk * b, static_cast<BlockIQ4_NL*>(dst) + b);
+      return;
+    case TensorType::kMXFP4:
+      for (int64_t b = 0; b < nb; ++b) QuantMXFP4(x + kQk * b, static_cast<BlockMXFP4*>(dst) + b);
+      return;
+    case TensorType::kIQ4_XS:
+      for (int64_t b = 0; b < nb; ++b) QuantIQ4_XS(x + kQkK * b, static_cast<BlockIQ4_XS*>(dst) + b);
+      return;
     case TensorType::kQ4_K:
       for (int64_t b = 0; b < nb; ++b) {
         auto& y = static_cast<BlockQ4_K*>(dst)[b];
@@ -233,6 +372,12 @@ void QuantizeRow(TensorType t, const float* x, void* dst, int64_t n) {
       return;
     case TensorType::kQ6_K:
       for (int64_t b = 0; b < nb; ++b) QuantQ6_K(x + kQkK * b, static_cast<BlockQ6_K*>(dst) + b);
+      return;
+    case TensorType::kQ3_K:
+      for (int64_t b = 0; b < nb; ++b) QuantQ3_K(x + kQkK * b, static_cast<BlockQ3_K*>(dst) + b);
+      return;
+    case TensorType::kQ2_K:
+      for (int64_t b = 0; b < nb; ++b) QuantQ2_K(x + kQkK * b, static_cast<BlockQ2_K*>(dst) + b);
       return;
     default:
       break;
