@@ -67,6 +67,9 @@ struct Engine::Seq {
   std::vector<float> scratch;  // the processors' copy of a step's logits
   size_t prompt_base = 0;
   size_t lp_next = 0;
+  // Recurrent layouts: context positions (ascending) where the prefill takes a checkpoint
+  // (Request::checkpoints, and the position before the prompt's last token).
+  std::vector<size_t> cut_at;
   bool wants_prompt_logprobs() const { return req.prompt_logprobs >= 0 && !prefilled; }
 };
 
@@ -319,6 +322,13 @@ void Engine::Admit(std::unique_ptr<Seq> sp) {
                          kDetailContextLength));
   }
   s.prompt_base = s.session ? s.session_base : 0;
+  if (cache_->groups().has_recurrent() && !r.prompt.empty()) {
+    for (size_t p : r.checkpoints)
+      if (p > 0 && p < r.prompt.size()) s.cut_at.push_back(s.prompt_base + p);
+    s.cut_at.push_back(s.prompt_base + r.prompt.size() - 1);
+    std::sort(s.cut_at.begin(), s.cut_at.end());
+    s.cut_at.erase(std::unique(s.cut_at.begin(), s.cut_at.end()), s.cut_at.end());
+  }
   if (r.prompt_logprobs >= 0 && !r.prompt.empty()) s.prompt_lps.resize(r.prompt.size() - 1);
   if (s.pending.empty()) {  // a session continued with no new tokens
     if (r.max_tokens == 0) return Finish(s, FinishReason::kLength);
@@ -345,7 +355,7 @@ void Engine::Step() {
   for (auto& sp : active_) {
     Seq& s = *sp;
     if (s.done || s.pending.empty() || budget == 0) continue;
-    const size_t n = ChunkEnd(s.ctx.size(), std::min({s.pending.size(), options_.prefill_chunk, budget}));
+    const size_t n = StepTokens(s, std::min({s.pending.size(), options_.prefill_chunk, budget}));
     seqs.push_back(&s);
     inputs.push_back({&s.ctx, std::span(s.pending.data(), n), s.wants_prompt_logprobs()});
     budget -= n;
@@ -388,6 +398,8 @@ void Engine::Step() {
     if (inputs[i].all_logits) CapturePromptLogprobs(s, s.ctx.size() - n, mine);
     const std::span<const float> last = mine.subspan((rows - 1) * V);
     s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(n));
+    // A message boundary (or the position before the prompt's last token): a checkpoint there.
+    if (!s.prefilled && std::binary_search(s.cut_at.begin(), s.cut_at.end(), s.ctx.size())) (void)s.ctx.Checkpoint();
     if (!s.pending.empty()) {  // prefill continues next step
       if (s.req.report_progress && !s.prefilled) {
         Event e;
@@ -514,6 +526,14 @@ size_t Engine::ChunkEnd(size_t size, size_t n) const {
   if (every == 0 || n <= 1) return n;
   const size_t next = (size / every + 1) * every;
   return std::min(n, next - size);
+}
+
+size_t Engine::StepTokens(const Seq& s, size_t n) const {
+  n = ChunkEnd(s.ctx.size(), n);
+  if (s.prefilled || n <= 1) return n;
+  const auto next = std::upper_bound(s.cut_at.begin(), s.cut_at.end(), s.ctx.size());
+  if (next != s.cut_at.end() && *next < s.ctx.size() + n) n = *next - s.ctx.size();
+  return n;
 }
 
 void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {

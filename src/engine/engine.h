@@ -125,6 +125,12 @@ struct Request {
   // The final event carries the context (and its tail) even when the request did not come with one: a
   // new session's first turn, which starts from the prefix tree. Not after an error.
   bool return_context = false;
+  // Recurrent layouts: positions in `prompt` (0 < p < prompt.size()) after which the prefill takes a
+  // checkpoint of the recurrent state, besides the layout's grid and the prompt's end: where a chat
+  // template ends a message, which is where agents' next requests diverge. The engine adds the position
+  // before the prompt's last token itself, so that the same prompt sent again resumes with one token to
+  // run (a match keeps at least one token to compute logits from). Ignored for other layouts.
+  std::vector<size_t> checkpoints;
 };
 
 // One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
@@ -222,6 +228,7 @@ class Engine {
   // text is in `special_texts` (a tool-call format's markers, such as <|python_tag|>), which keep it.
   Result<std::shared_ptr<const grammar::Vocabulary>> GrammarVocabulary(const std::vector<std::string>& special_texts = {});
   kv::Cache& cache() { return *cache_; }
+  const kv::Cache& cache() const { return *cache_; }
   const EngineOptions& options() const { return options_; }
   size_t queue_depth() const;
   size_t active() const;
@@ -237,6 +244,8 @@ class Engine {
   // How many of n pending tokens a context of `size` positions runs this step: a prefill chunk is cut at
   // the next checkpoint boundary of a recurrent layout.
   size_t ChunkEnd(size_t size, size_t n) const;
+  // ChunkEnd, also cut at the next of the request's checkpoint positions while it prefills.
+  size_t StepTokens(const Seq& s, size_t n) const;
   // Whether any position of a context can be rolled back to (full attention only).
   bool CanRollBack() const;
   // Puts a session back as it came (after an error, or before a preempted request waits).

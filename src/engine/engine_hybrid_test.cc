@@ -116,6 +116,48 @@ TEST_P(HybridEngine, APartialMatchResumesAtTheDeepestAlignedCheckpoint) {
   EXPECT_EQ(second->tokens, c->tokens);
 }
 
+// The same prompt sent again (a retry, a "regenerate") resumes with one token to run: the prefill took a
+// checkpoint before the prompt's last token. Short prompts too (no grid checkpoint below 256), and the
+// tokens are a cold run's.
+TEST_P(HybridEngine, TheSamePromptAgainResumesWithOneTokenToRun) {
+  auto e = LoadEngine(GetParam());
+  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "full or windowed attention resumes anywhere already";
+  for (size_t n : {30u, 771u}) {
+    SCOPED_TRACE(n);
+    const std::vector<int32_t> p = Tokens(n, 4);
+    auto first = e->Generate(Greedy(p, 4));
+    ASSERT_TRUE(first.ok());
+    auto again = e->Generate(Greedy(p, 4));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->usage.cached_tokens, n - 1);
+    EXPECT_EQ(again->tokens, first->tokens);
+  }
+}
+
+// Request::checkpoints (where a chat template ends a message): a later prompt that shares the text up to
+// one of them resumes there, not at the grid below it, and continues as a cold run does.
+TEST_P(HybridEngine, ARequestedCheckpointIsWhereADivergingPromptResumes) {
+  auto e = LoadEngine(GetParam());
+  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "full or windowed attention resumes anywhere already";
+  const std::vector<int32_t> system = Tokens(300, 5);  // past one grid checkpoint (256)
+  std::vector<int32_t> a = system;
+  const auto user_a = Tokens(40, 6);
+  a.insert(a.end(), user_a.begin() + 1, user_a.end());
+  Request first = Greedy(a, 2);
+  first.checkpoints = {system.size()};
+  ASSERT_TRUE(e->Generate(std::move(first)).ok());
+  std::vector<int32_t> b = system;
+  const auto user_b = Tokens(25, 7);
+  b.insert(b.end(), user_b.begin() + 1, user_b.end());
+  auto second = e->Generate(Greedy(b, 5));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->usage.cached_tokens, system.size());  // without the checkpoint: 256
+  auto cold = LoadEngine(GetParam());
+  auto c = cold->Generate(Greedy(b, 5));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(second->tokens, c->tokens);
+}
+
 // A session (a context held across requests) continues exactly as one cold run over all its tokens.
 TEST_P(HybridEngine, ASessionContinuesExactly) {
   auto e = LoadEngine(GetParam());

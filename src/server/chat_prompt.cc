@@ -1,5 +1,6 @@
 #include "server/chat_prompt.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "server/http_util.h"
@@ -108,7 +109,8 @@ nlohmann::ordered_json TemplateMessages(const std::vector<Message>& messages, bo
 
 Result<std::string> ChatPrompt::Render(const std::vector<Message>& messages,
                                        const std::vector<toolcall::ToolSpec>& all_tools, bool describe_tools,
-                                       const ReasoningControls* reasoning, bool null_as_empty) const {
+                                       const ReasoningControls* reasoning, bool null_as_empty,
+                                       bool generation_prompt) const {
   static const std::vector<toolcall::ToolSpec> kNone;
   const std::vector<toolcall::ToolSpec>& tools = describe_tools ? all_tools : kNone;
   bool tool_messages = false;
@@ -144,7 +146,7 @@ Result<std::string> ChatPrompt::Render(const std::vector<Message>& messages,
       variables["reasoning_effort"] = e == "none" || e == "minimal" ? "low" : e;
     }
   }
-  return chat::RenderMessages(*template_, ordered, tools_var, variables, /*add_generation_prompt=*/true, bos_, eos_);
+  return chat::RenderMessages(*template_, ordered, tools_var, variables, generation_prompt, bos_, eos_);
 }
 
 namespace {
@@ -239,11 +241,7 @@ Result<std::string> ChatPrompt::Text(const std::vector<Message>& messages,
   return text;
 }
 
-Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& messages, bool session,
-                                                const std::vector<toolcall::ToolSpec>& tools,
-                                                bool describe_tools, const ReasoningControls* reasoning,
-                                                bool* opens_reasoning) const {
-  LLAMAY_ASSIGN_OR_RETURN(std::string text, Text(messages, tools, describe_tools, reasoning, opens_reasoning));
+Result<std::vector<int32_t>> ChatPrompt::Encode(const std::string& text, bool session) const {
   const tokenizer::Tokenizer& tok = engine_.tokenizer();
   LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(text, /*add_special=*/!session, /*parse_special=*/true,
                                                                    /*continuation=*/session));
@@ -251,6 +249,45 @@ Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& mess
   if (ids.size() >= 2 && tok.bos() >= 0 && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
   if (session && !ids.empty() && ids[0] == tok.bos()) ids.erase(ids.begin());
   return ids;
+}
+
+Result<std::vector<int32_t>> ChatPrompt::Tokens(const std::vector<Message>& messages, bool session,
+                                                const std::vector<toolcall::ToolSpec>& tools,
+                                                bool describe_tools, const ReasoningControls* reasoning,
+                                                bool* opens_reasoning, std::vector<size_t>* boundaries) const {
+  LLAMAY_ASSIGN_OR_RETURN(std::string text, Text(messages, tools, describe_tools, reasoning, opens_reasoning));
+  LLAMAY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, Encode(text, session));
+  if (boundaries != nullptr) {
+    boundaries->clear();
+    if (engine_.cache().groups().has_recurrent())
+      *boundaries = MessageBoundaries(messages, tools, describe_tools, reasoning, session, text, ids);
+  }
+  return ids;
+}
+
+std::vector<size_t> ChatPrompt::MessageBoundaries(const std::vector<Message>& messages,
+                                                  const std::vector<toolcall::ToolSpec>& tools, bool describe_tools,
+                                                  const ReasoningControls* reasoning, bool session,
+                                                  const std::string& text, const std::vector<int32_t>& ids) const {
+  // The first message and the last few: the system prompt that new conversations share, and the turns
+  // since an agent's previous request (whose own end is a checkpoint already). Each costs a render and a
+  // tokenization of a prefix, so not every message of a long conversation.
+  constexpr size_t kLastMessages = 4;
+  std::vector<size_t> out;
+  const size_t n = messages.size();
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (i != 0 && i + 1 + kLastMessages < n) continue;
+    const std::vector<Message> head(messages.begin(), messages.begin() + static_cast<long>(i + 1));
+    auto prefix = Render(head, tools, describe_tools, reasoning, null_as_empty_, /*generation_prompt=*/false);
+    if (!prefix.ok() || prefix->empty() || prefix->size() >= text.size() || text.compare(0, prefix->size(), *prefix) != 0)
+      continue;
+    auto head_ids = Encode(*prefix, session);
+    if (!head_ids.ok() || head_ids->empty() || head_ids->size() >= ids.size() ||
+        !std::equal(head_ids->begin(), head_ids->end(), ids.begin()))
+      continue;
+    if (out.empty() || out.back() < head_ids->size()) out.push_back(head_ids->size());
+  }
+  return out;
 }
 
 }  // namespace llamay::server

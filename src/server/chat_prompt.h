@@ -58,10 +58,13 @@ class ChatPrompt {
                            bool describe_tools = true, const ReasoningControls* reasoning = nullptr,
                            bool* opens_reasoning = nullptr) const;
 
+  // `boundaries` (optional; filled only for a model with recurrent layers, whose state resumes only at
+  // checkpoints): token positions in the result where a message ends (MessageBoundaries), ascending.
   Result<std::vector<int32_t>> Tokens(const std::vector<Message>& messages, bool session,
                                       const std::vector<toolcall::ToolSpec>& tools = {},
                                       bool describe_tools = true, const ReasoningControls* reasoning = nullptr,
-                                      bool* opens_reasoning = nullptr) const;
+                                      bool* opens_reasoning = nullptr,
+                                      std::vector<size_t>* boundaries = nullptr) const;
 
   // The model's tool-call syntax, detected once from its template and vocabulary.
   toolcall::ToolFormat tool_format() const { return tool_format_; }
@@ -96,7 +99,19 @@ class ChatPrompt {
 
   // The template's text for the messages, as it takes them (tools in a system prompt or its own).
   Result<std::string> Render(const std::vector<Message>& messages, const std::vector<toolcall::ToolSpec>& tools,
-                             bool describe_tools, const ReasoningControls* reasoning, bool null_as_empty) const;
+                             bool describe_tools, const ReasoningControls* reasoning, bool null_as_empty,
+                             bool generation_prompt = true) const;
+  // The token positions where the first message (a system message, which conversations share) and each of
+  // the last few messages end, where agents' conversations diverge: the template's text for
+  // messages[0..i] (no generation prompt) must be a prefix of `text` and tokenize to a prefix of `ids`
+  // (templates that render a message differently once later ones follow give none there). Positions in
+  // (0, ids.size()), ascending.
+  std::vector<size_t> MessageBoundaries(const std::vector<Message>& messages,
+                                        const std::vector<toolcall::ToolSpec>& tools, bool describe_tools,
+                                        const ReasoningControls* reasoning, bool session, const std::string& text,
+                                        const std::vector<int32_t>& ids) const;
+  // The text's tokens as Tokens gives them (BOS once; none for a session's continuation).
+  Result<std::vector<int32_t>> Encode(const std::string& text, bool session) const;
   // Whether an assistant turn with content null (one that only calls a tool, or has nothing) fails, or
   // prints "None", where "" does not.
   bool NeedsEmptyContent() const;

@@ -62,6 +62,7 @@ struct Generation::Impl {
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
   std::vector<ChoiceState> states;
   std::vector<int32_t> prompt;  // the request's tokens (the rendered conversation, or the prompt)
+  std::vector<size_t> boundaries;  // hybrid models: where the prompt's messages end (checkpoints there)
   std::shared_ptr<const grammar::Grammar> grammar;        // null: unconstrained
   std::shared_ptr<const grammar::Vocabulary> vocabulary;  // with `grammar`
   std::vector<engine::GrammarConstraint::Trigger> triggers;  // lazy: the grammar starts at one of these
@@ -127,12 +128,14 @@ Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordere
 
 // The request's tokens: the conversation rendered by the model's template, or the prompt (those after its
 // session's, when it continues one). `*starts_inside`: the rendered prompt leaves the model in its reasoning.
-Status PromptTokens(Server& server, const Conversation& c, std::vector<int32_t>* prompt, bool* starts_inside) {
+Status PromptTokens(Server& server, const Conversation& c, std::vector<int32_t>* prompt, bool* starts_inside,
+                    std::vector<size_t>* boundaries = nullptr) {
   if (c.chat) {
     // A session that holds a conversation had its tools described when it began.
     const bool describe_tools = c.session.empty() || server.HeldTokens(c.session) == 0;
     LLAMAY_ASSIGN_OR_RETURN(*prompt, server.chat_prompt().Tokens(c.messages, !c.session.empty(), c.tools,
-                                                                 describe_tools, &c.reasoning, starts_inside));
+                                                                 describe_tools, &c.reasoning, starts_inside,
+                                                                 boundaries));
     return Status::Ok();
   }
   if (!c.prompt_is_text) {
@@ -310,7 +313,7 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
   gen->parse_tools_ = c.chat && !c.tools.empty() && c.tool_choice.mode != toolcall::ToolChoice::Mode::kNone;
   g.harmony = c.chat && server.chat_prompt().harmony();
   LLAMAY_RETURN_IF_ERROR(Constraint(server, c, gen->parse_tools_, &g));
-  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g.prompt, &g.starts_inside));
+  LLAMAY_RETURN_IF_ERROR(PromptTokens(server, c, &g.prompt, &g.starts_inside, &g.boundaries));
   Reasoning(server, c, &g);
   if (g.prompt.empty() && c.session.empty()) return InvalidArgumentError("the prompt is empty");
   gen->c_ = std::move(c);
@@ -334,6 +337,7 @@ engine::Request Generation::BaseRequest(size_t i) {
   r.ignore_eos = c.ignore_eos;
   r.pin_prefix = c.retain_prefix;
   r.stop = c.stop;
+  r.checkpoints = impl_->boundaries;
   Impl& g = *impl_;
   if (g.reasons) {
     // Counts the reasoning tokens (exactly, by token) and forces the close marker once the budget is spent.

@@ -309,5 +309,35 @@ TEST(ServerTools, GptOssHarmonyWithoutMarkersIsAllAnswer) {
   EXPECT_EQ(g["choices"][0]["finish_reason"], "length");
 }
 
+// A hybrid model resumes where agents diverge (issue 23): a new conversation with the same system message
+// reuses the whole system message (a checkpoint where the template ends it), and the same request sent
+// again reuses all but its last token. Before, reuse fell to the 256-token grid: nothing at these sizes.
+TEST(ServerTools, AHybridModelResumesAtMessageBoundaries) {
+  const std::string path = std::string(LLAMAY_SHARED_DIR) + "/ref/models/tiny-qwen35-f32.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Served s = Serve(std::move(*m));
+  std::string system = "You are a careful assistant for a small shop.";
+  for (int i = 0; i < 12; ++i) system += " Rule " + std::to_string(i) + ": answer briefly and politely.";
+  auto ask = [&](const std::string& user) {
+    return PostOk(s, {{"messages", json::array({{{"role", "system"}, {"content", system}},
+                                                 {{"role", "user"}, {"content", user}}})},
+                      {"max_tokens", 3}, {"temperature", 0}});
+  };
+  const json a = ask("What are the opening hours?");
+  const json b = ask("Do you sell umbrellas, and how much are they?");
+  const json c = ask("Hi");
+  const int b_cached = b["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(b_cached, 0) << b.dump();
+  EXPECT_LT(b_cached, b["usage"]["prompt_tokens"].get<int>() - 5) << b.dump();  // the user message is new
+  EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], b_cached);   // the same boundary
+  // The system message's end: the conversations agree up to there and no further.
+  const json again = ask("What are the opening hours?");
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            a["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], a["choices"][0]["message"]["content"]);
+}
+
 }  // namespace
 }  // namespace llamay::server
