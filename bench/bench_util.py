@@ -20,6 +20,25 @@ def peer_model(llamay, tmp, model=None):
     return path
 
 
+def peer_env(peer, model):
+    """The environment for running the peer (`peer`: its llama-server or llama-bench wrapper) on `model`:
+    on VMs that list AMX but fault on it, the peer's AVX-512 build dies with SIGILL (exit 132) on quantised
+    files, so a one-off llama-bench probe on `model` decides; then LLAMA_PEER_VARIANT=avx2, said on stderr.
+    Unchanged when the caller set LLAMA_PEER_VARIANT."""
+    env = dict(os.environ)
+    if env.get("LLAMA_PEER_VARIANT"):
+        return env
+    bench = os.path.join(os.path.dirname(os.path.abspath(peer)), "llama-bench")
+    if not os.path.exists(bench):
+        return env
+    rc = subprocess.run([bench, "-m", model, "-p", "8", "-n", "0", "-r", "1"], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL).returncode
+    if rc in (132, -4):  # SIGILL, as the shell reports it or as Python does
+        print("the peer's AVX-512 build faults here (SIGILL); using LLAMA_PEER_VARIANT=avx2", file=sys.stderr)
+        env["LLAMA_PEER_VARIANT"] = "avx2"
+    return env
+
+
 def wait_up(client, proc, what, path="/health"):
     """Polls `path` through `client` (restore_bench.Client) until it answers; exits if `proc` dies."""
     for _ in range(600):

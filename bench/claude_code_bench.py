@@ -24,7 +24,7 @@ SHARED = os.path.join(ROOT, "..", "shared")
 sys.path.insert(0, os.path.join(SHARED, "bench"))
 sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's text)
-from bench_util import free_port, peer_model, stop, wait_up  # noqa: E402
+from bench_util import free_port, peer_env, peer_model, stop, wait_up  # noqa: E402
 
 TOOLS = [
     {"name": "Read", "description": "Reads a file from the local filesystem.",
@@ -140,7 +140,8 @@ def main():
                 # One slot: the whole context for the one session (with several, a slot gets a share of -c).
                 cmd = [a.peer, "-m", model, "--port", str(port), "-t", str(a.threads), "--jinja", "-c", "32768",
                        "-np", "1"]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            env = None if name == "llamay" else peer_env(a.peer, model)
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
             wait_up(rb.Client(f"http://127.0.0.1:{port}"), procs[-1], name)
             print(f"{name}:", file=sys.stderr, flush=True)
             results[name] = session(f"http://127.0.0.1:{port}", "model", a.words, a.turns)

@@ -22,7 +22,7 @@ SHARED = os.path.join(ROOT, "..", "shared")
 sys.path.insert(0, os.path.join(SHARED, "bench"))
 sys.path.insert(0, HERE)
 import restore_bench as rb  # noqa: E402  (the shared workload's client and text)
-from bench_util import free_port, peer_model, stop, wait_up  # noqa: E402
+from bench_util import free_port, peer_env, peer_model, stop, wait_up  # noqa: E402
 
 
 def llamay_case(cl, text, reps):
@@ -78,7 +78,8 @@ def main():
                                        "--max-body", "1024", "--store", os.path.join(tmp, "store")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_up(rb.Client(f"http://127.0.0.1:{lp}"), procs[-1], "llamay")
         procs.append(subprocess.Popen([a.peer, "-m", model, "--port", str(pp), "-t", str(a.threads), "-np", "1",
-                                       "--slot-save-path", slots + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                       "--slot-save-path", slots + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      env=peer_env(a.peer, model)))
         wait_up(rb.Client(f"http://127.0.0.1:{pp}"), procs[-1], "llama-server")
         lc, pc = rb.Client(f"http://127.0.0.1:{lp}"), rb.Client(f"http://127.0.0.1:{pp}")
         print(f"# restore side by side: {os.path.basename(model)}, {a.threads} threads, median of {a.reps}")

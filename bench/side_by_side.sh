@@ -94,6 +94,25 @@ for t in $types; do
   esac
 done
 
+# Some VMs list AMX but fault on it: the peer's AVX-512 build then dies with SIGILL (exit 132) on every
+# quantised file (llama.cpp repacks those weights for AMX). Probe each file once with the peer's default
+# build; on 132, measure with its AVX2 build and say so in the table's header.
+peer_note=""
+if [ -z "${LLAMA_PEER_VARIANT:-}" ]; then
+  for t in $types; do
+    set +e
+    "$peers/llama-bench" -m "$(model_file "$t")" -p 8 -n 0 -r 1 -t "$threads" >/dev/null 2>&1
+    rc=$?
+    set -e
+    if [ "$rc" -eq 132 ]; then
+      export LLAMA_PEER_VARIANT=avx2
+      peer_note="; its default (AVX-512) build died with SIGILL (exit 132) on $t, so its AVX2 build is measured"
+      echo "side_by_side: the peer's AVX-512 build faults here (exit 132); using LLAMA_PEER_VARIANT=avx2" >&2
+      break
+    fi
+  done
+fi
+
 # "pp tg" tokens/s (medians) from llamay's table, columns found by their headers.
 run_llamay() {
   "$llamay" bench -m "$1" -p "$pp" -n "$tg" -d "$depth" -r "$reps" -t "$threads" 2>/dev/null |
@@ -146,7 +165,7 @@ if [ "${SBS_PAIR:-0}" = 1 ]; then
 fi
 
 isa=${LLAMAY_ISA:-default}
-echo "# side by side, $(date -u +%FT%TZ), llamay LLAMAY_ISA=$isa, peer $peers/llama-bench (${LLAMA_PEER_VARIANT:-its default variant})"
+echo "# side by side, $(date -u +%FT%TZ), llamay LLAMAY_ISA=$isa, peer $peers/llama-bench (${LLAMA_PEER_VARIANT:-its default variant}$peer_note)"
 [ -z "$busy" ] || echo "# MEASURED ON A BUSY MACHINE ($busy): not comparable"
 echo "# shape $shape ${SBS_SYNTH_ARGS:-}; -p $pp -n $tg -d $depth -r $reps -t $threads; load at start $load1; model files in $dir"
 echo
