@@ -29,8 +29,8 @@ struct Expr {
   int32_t rule = -1;        // kRef: the rule's index
   uint32_t min = 0;         // kRepeat: at least `min` ...
   uint32_t max = 0;         // ... and at most `max` (kUnbounded: no maximum) repetitions of items[0]
-  int line = 0;             // kRef: where it was written, for "undefined rule" errors
-  int column = 0;
+  int line = 0;             // kRef: where it was written, when the producer says (the GBNF parser does
+  int column = 0;           // not: RuleDef holds each rule's first reference, for "undefined rule" errors)
 
   static Expr Seq(std::vector<Expr> parts) {
     Expr e;

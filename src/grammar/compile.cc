@@ -8,13 +8,14 @@
 #include <utility>
 
 #include "grammar/compile_internal.h"
+#include "grammar/grammar.h"
 
 namespace llamay::grammar::internal {
 namespace {
 
-constexpr size_t kMaxNfaStates = 1'000'000;
-constexpr size_t kMaxDfaStates = 250'000;
-constexpr size_t kMaxTransitions = 16'000'000;  // trans entries (4 bytes each)
+constexpr size_t kMaxNfaStates = grammar::kMaxNfaStates;
+constexpr size_t kMaxDfaStates = grammar::kMaxAutomatonStates;
+constexpr size_t kMaxTransitions = grammar::kMaxAutomatonTransitions;  // trans entries (4 bytes each)
 
 struct Nfa {
   struct ByteEdge {
@@ -255,9 +256,10 @@ class Determinizer {
   int32_t base_ = 0;
 };
 
-Status TooLarge(const std::string& rule) {
-  return InvalidArgumentError("grammar too large: rule '" + rule +
-                              "' needs too many automaton states (a repetition count too high?)");
+// Names the limit that was hit, so that a client can tell what to shrink.
+Status TooLarge(const std::string& rule, const std::string& limit) {
+  return InvalidArgumentError("grammar too large: rule '" + rule + "' takes the grammar past its limit of " +
+                              limit + " (a repetition count too high, or too many alternatives?)");
 }
 
 }  // namespace
@@ -268,7 +270,8 @@ Result<Automaton> Compile(GrammarAst ast) {
   std::vector<Nfa> nfas(n);
   size_t total = 0;
   for (size_t r = 0; r < n; ++r) {
-    if (!NfaBuilder(&total).Build(ast.rules[r].body, &nfas[r])) return TooLarge(ast.rules[r].name);
+    if (!NfaBuilder(&total).Build(ast.rules[r].body, &nfas[r]))
+      return TooLarge(ast.rules[r].name, std::to_string(kMaxNfaStates) + " NFA states");
     ast.rules[r].body = Expr();  // free the tree as we go
   }
   Automaton a;
@@ -280,7 +283,11 @@ Result<Automaton> Compile(GrammarAst ast) {
   // expanded in id order, so each state's refs are contiguous.
   Determinizer det(&a);
   for (size_t r = 0; r < n; ++r) {
-    if (!det.Run(nfas[r], static_cast<int32_t>(r))) return TooLarge(ast.rules[r].name);
+    if (!det.Run(nfas[r], static_cast<int32_t>(r))) {
+      return TooLarge(ast.rules[r].name, a.states.size() > kMaxDfaStates
+                                             ? std::to_string(kMaxDfaStates) + " automaton states"
+                                             : std::to_string(kMaxTransitions) + " transitions");
+    }
     nfas[r] = Nfa();
   }
   LLAMAY_RETURN_IF_ERROR(Analyze(&a));

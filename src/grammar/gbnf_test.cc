@@ -235,6 +235,26 @@ TEST(Gbnf, SyntaxErrorsNameLineAndColumn) {
   EXPECT_EQ(ErrorOf("root ::= [^\\x00-\\U0010FFFF]"), "line 1, column 10: character class matches nothing");
 }
 
+// Positions are found once per rule, after parsing, not per reference: errors still name where a rule was
+// first referenced, whatever the order rules are defined and referenced in.
+TEST(Gbnf, UndefinedRulesInALongGrammarNameTheirFirstReference) {
+  std::string text = "root ::= r0";
+  for (int i = 1; i < 2000; ++i) text.append(" r").append(std::to_string(i));
+  text += "\n";
+  for (int i = 1999; i >= 1; --i) {
+    if (i == 1234) continue;  // left undefined; first referenced on line 1 ...
+    text.append("r").append(std::to_string(i)).append(" ::= \"x\" r0 r1234\n");
+  }
+  text += "r0 ::= \"y\" missing\n";
+  // r1234's first reference is on line 1, after "root ::= r0 r1 ... r1233 ".
+  int column = 10;
+  for (int i = 0; i < 1234; ++i) column += static_cast<int>(std::to_string(i).size()) + 2;
+  EXPECT_EQ(ErrorOf(text), std::string("line 1, column ").append(std::to_string(column)).append(": undefined rule 'r1234'"));
+  // With r1234 defined, `missing` (referenced only on the last line) is the first undefined rule.
+  text += "r1234 ::= \"z\"\n";
+  EXPECT_EQ(ErrorOf(text), "line 2000, column 12: undefined rule 'missing'");
+}
+
 TEST(Gbnf, LeftRecursionIsRefused) {
   EXPECT_EQ(ErrorOf("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\""),
             "left recursion: rule 'expr' can reach itself without consuming input (expr -> expr)");

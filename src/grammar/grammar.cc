@@ -46,6 +46,23 @@ Grammar::~Grammar() = default;
 int32_t Grammar::num_rules() const { return static_cast<int32_t>(automaton_->rule_start.size()); }
 int32_t Grammar::num_states() const { return static_cast<int32_t>(automaton_->states.size()); }
 
+std::bitset<256> Grammar::byte_class_starts() const {
+  std::bitset<256> starts;
+  starts.set(0);
+  for (int b = 1; b < 256; ++b) starts[b] = automaton_->byte_class[b] != automaton_->byte_class[b - 1];
+  return starts;
+}
+
+size_t Grammar::memory_bytes() const {
+  const internal::Automaton& a = *automaton_;
+  auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  size_t n = sizeof(*this) + sizeof(a) + gbnf_.capacity() + bytes(a.trans) + bytes(a.states) + bytes(a.first) +
+             bytes(a.simple) + bytes(a.loop_kinds) + bytes(a.text_run) + bytes(a.refs) + bytes(a.rule_start) +
+             bytes(a.rule_names);
+  for (const std::string& name : a.rule_names) n += name.capacity();
+  return n;
+}
+
 Result<std::shared_ptr<const Grammar>> ParseGbnf(std::string_view text, std::string_view root) {
   LLAMAY_ASSIGN_OR_RETURN(internal::GrammarAst ast, internal::ParseGbnfAst(text, root));
   LLAMAY_ASSIGN_OR_RETURN(internal::Automaton automaton, internal::Compile(std::move(ast)));

@@ -24,6 +24,8 @@
 #ifndef LLAMAY_GRAMMAR_GRAMMAR_H_
 #define LLAMAY_GRAMMAR_GRAMMAR_H_
 
+#include <bitset>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +52,12 @@ class Grammar {
   // Rules left after inlining, and automaton states (a measure of the grammar's size).
   int32_t num_rules() const;
   int32_t num_states() const;
+  // Bytes held: the automaton's tables and the GBNF text (what a cache of grammars counts).
+  size_t memory_bytes() const;
+  // The bytes that begin a byte class (bytes that no edge label tells apart share a class; byte 0 always
+  // begins one). The classes of a grammar made of several grammars' rules begin at the union of theirs,
+  // and its transition table has one entry per state and class.
+  std::bitset<256> byte_class_starts() const;
 
   const internal::Automaton& automaton() const { return *automaton_; }
 
@@ -57,6 +65,13 @@ class Grammar {
   std::unique_ptr<const internal::Automaton> automaton_;
   std::string gbnf_;
 };
+
+// The size limits of a compiled grammar (docs/grammar.md): automaton states over all rules, transition
+// table entries (states times byte classes) and states of the intermediate NFA. A grammar beyond them is
+// refused with InvalidArgument "grammar too large: ...".
+inline constexpr int32_t kMaxAutomatonStates = 250'000;
+inline constexpr int64_t kMaxAutomatonTransitions = 16'000'000;
+inline constexpr int64_t kMaxNfaStates = 1'000'000;
 
 // Compiles a GBNF grammar whose start symbol is the rule `root`. InvalidArgument with the line and column
 // for syntax errors, undefined or doubly defined rules; with the rule names for left recursion (refused,

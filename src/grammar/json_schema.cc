@@ -93,6 +93,52 @@ Result<int64_t> CountKeyword(const Json& s, const char* key, const std::string& 
   return v.get<int64_t>();
 }
 
+// Nesting deeper than this in TrieGbnf lists the remaining texts whole: the GBNF parser and the compiler
+// recurse once per level, and a chain of values that extend one another ("a", "aa", "aaa", ...) would
+// otherwise nest once per value.
+constexpr int kMaxTrieNesting = 32;
+
+// The length of the UTF-8 character whose lead byte is `b` (1 for a byte that leads none).
+size_t Utf8Length(uint8_t b) { return b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
+
+// A GBNF expression matching exactly the texts [lo, hi) of `texts` (valid UTF-8, sorted, distinct), all of
+// which start with the same `depth` bytes (a character boundary), from byte `depth` on: a trie, each
+// shared prefix written once. An enum of N values as N alternatives compiles in time and memory that
+// grows with the values' total length times their number at each branching (subset construction walks
+// every alternative that is still alive); as a trie each character is one NFA state.
+std::string TrieGbnf(const std::vector<std::string>& texts, size_t lo, size_t hi, size_t depth, int nesting) {
+  bool optional = false;  // one of the texts ends here
+  if (texts[lo].size() == depth) {
+    optional = true;
+    ++lo;
+  }
+  std::vector<std::string> alts;
+  for (size_t i = lo; i < hi;) {
+    const std::string& first = texts[i];
+    if (nesting >= kMaxTrieNesting) {
+      alts.push_back(GbnfLiteral(std::string_view(first).substr(depth)));
+      ++i;
+      continue;
+    }
+    // The texts whose next character is first's: contiguous, since byte order is code point order.
+    const size_t n = Utf8Length(static_cast<uint8_t>(first[depth]));
+    size_t j = i + 1;
+    while (j < hi && texts[j].compare(depth, n, first, depth, n) == 0) ++j;
+    // Their common prefix is the first's and the last's (sorted), cut back to a character boundary.
+    const std::string& last = texts[j - 1];
+    size_t common = depth + n;
+    while (common < first.size() && common < last.size() && first[common] == last[common]) ++common;
+    while (common < first.size() && (static_cast<uint8_t>(first[common]) & 0xC0) == 0x80) --common;
+    std::string alt = GbnfLiteral(std::string_view(first).substr(depth, common - depth));
+    if (j - i > 1 || first.size() > common) alt.append(" ").append(TrieGbnf(texts, i, j, common, nesting + 1));
+    alts.push_back(std::move(alt));
+    i = j;
+  }
+  if (alts.empty()) return "\"\"";  // only the empty text (not from Dump, which never writes one)
+  if (!optional) return GbnfAlternatives(alts);
+  return Cat(alts.size() == 1 ? Cat("( ", alts[0], " )") : GbnfAlternatives(alts), "?");
+}
+
 std::string Quantifier(int64_t lo, int64_t hi) {  // hi < 0: no maximum
   if (hi > kMaxRepeatBound) hi = -1;
   if (hi < 0) return lo == 0 ? "*" : lo == 1 ? "+" : "{" + std::to_string(lo) + ",}";
@@ -242,15 +288,18 @@ Result<std::string> SchemaConverter::VisitEnum(const Json& s, const std::string&
       values.resize(listed ? 1 : 0);
     }
   }
-  std::vector<std::string> alts;
+  std::vector<std::string> texts;
   for (const Json& v : values) {
     const bool typed = types.empty() || std::any_of(types.begin(), types.end(),
                                                     [&](const std::string& t) { return HasType(v, t); });
-    const std::string literal = GbnfLiteral(Dump(v));
-    if (typed && std::find(alts.begin(), alts.end(), literal) == alts.end()) alts.push_back(literal);
+    if (typed) texts.push_back(Dump(v));
   }
-  if (alts.empty()) return InvalidSchema(ptr, "no enum or const value satisfies the schema's type");
-  return GbnfAlternatives(alts);
+  if (texts.empty()) return InvalidSchema(ptr, "no enum or const value satisfies the schema's type");
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // In parentheses: callers may treat the expression as one element.
+  const std::string trie = TrieGbnf(texts, 0, texts.size(), 0, 0);
+  return texts.size() == 1 ? trie : Cat("( ", trie, " )");
 }
 
 Result<std::string> SchemaConverter::VisitRef(const Json& ref, const std::string& ptr) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -275,6 +276,110 @@ TEST(JsonSchema, GeneratedGbnfIsReadable) {
   ASSERT_TRUE(gbnf.ok());
   EXPECT_NE(gbnf->find("root ::= "), std::string::npos) << *gbnf;
   EXPECT_NE(gbnf->find(R"("\"a b\":")"), std::string::npos) << *gbnf;
+}
+
+// An enum is written as a trie (each shared prefix once) and matches exactly its values: not a prefix of a
+// value that is not itself one, not a value with more after it, not two values run together.
+TEST(JsonSchema, EnumTrieMatchesExactlyItsValues) {
+  const Json values = Json::parse(R"(["a", "ab", "abc", "abd", "b", "prefix-one", "prefix-two", "prefix-",
+      "caf\u00e9", "caf\u00e8", "\u00e9t\u00e9", "\u00e8", "q\"uote", "back\\slash", "", 1, 12, 1.5,
+      null, true, {"k": [1, "v"]}, [], "a"])");
+  const Json schema = {{"enum", values}};
+  auto gbnf = JsonSchemaToGbnf(schema);
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+  // The shared prefix "prefix-" is written once.
+  EXPECT_EQ(gbnf->find("prefix-"), gbnf->rfind("prefix-")) << *gbnf;
+  auto g = FromJsonSchema(schema);
+  ASSERT_TRUE(g.ok()) << g.status().ToString() << "\n" << *gbnf;
+  for (const Json& v : values) EXPECT_EQ(Feed(*g, v.dump()), Outcome::kComplete) << v.dump();
+  for (const char* text : {R"("ab")", R"("abc")", R"("prefix-")", R"("è")", R"("")", "12", "1.5"}) {
+    EXPECT_EQ(Feed(*g, text), Outcome::kComplete) << text;
+  }
+  for (const char* text : {R"("abcd")", R"("a")" "x", R"("abe")", R"("prefix")", R"("prefix-o")",
+                           R"("prefix-onex")", R"("caf")", R"("cafe")", R"("é")", "123", "1.", "2",
+                           R"("ab""ab")", R"({"k":[1,"v"]})" "1", R"("ac")", R"("q")"}) {
+    EXPECT_NE(Feed(*g, text), Outcome::kComplete) << text;
+  }
+  // Prefixes of values that are not values are incomplete, not complete.
+  EXPECT_EQ(Feed(*g, R"("prefix-t)"), Outcome::kIncomplete);
+  EXPECT_EQ(Feed(*g, R"("caf)"), Outcome::kIncomplete);
+  EXPECT_EQ(Feed(*g, "\"caf\xC3"), Outcome::kIncomplete);  // inside é or è
+}
+
+// Random enums against a set: every value complete, every other string of the same alphabet not.
+TEST(JsonSchema, LargeRandomEnumsMatchExactlyTheirValues) {
+  // é and è share their first byte: the trie must branch on whole characters.
+  const char* const kAlphabet[] = {"a", "b", "c", "\xC3\xA9", "\xC3\xA8"};
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3; ++round) {
+    std::set<std::string> set;
+    Json values = Json::array();
+    for (int i = 0; i < 3000; ++i) {
+      std::string v;
+      const int len = static_cast<int>(rng() % 7);
+      for (int j = 0; j < len; ++j) v += kAlphabet[rng() % 5];
+      set.insert(v);
+      values.push_back(v);
+    }
+    auto g = FromJsonSchema({{"type", "string"}, {"enum", values}});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const std::string& v : set) EXPECT_EQ(Feed(*g, Json(v).dump()), Outcome::kComplete) << v;
+    for (int i = 0; i < 3000; ++i) {
+      std::string v;
+      const int len = static_cast<int>(rng() % 9);
+      for (int j = 0; j < len; ++j) v += kAlphabet[rng() % 5];
+      if (set.count(v) == 0) {
+        EXPECT_NE(Feed(*g, Json(v).dump()), Outcome::kComplete) << v;
+      }
+    }
+  }
+  // Integers: one value's text is often a prefix of another's (1, 12, 123), so the trie has values that
+  // end where others go on.
+  std::set<int> ints;
+  Json values = Json::array();
+  for (int i = 0; i < 400; ++i) {
+    const int v = static_cast<int>(rng() % 2000);
+    ints.insert(v);
+    values.push_back(v);
+  }
+  auto g = FromJsonSchema({{"type", "integer"}, {"enum", values}});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (int v = 0; v < 2200; ++v) {
+    EXPECT_EQ(Feed(*g, std::to_string(v)) == Outcome::kComplete, ints.count(v) == 1) << v;
+  }
+}
+
+// Values that extend one another nest once per value in a trie; past a depth the rest is listed whole, so
+// the grammar's nesting stays bounded and the language stays the same.
+TEST(JsonSchema, EnumChainsOfPrefixesStayShallow) {
+  Json values = Json::array();
+  for (int n = 1; n <= 300; ++n) values.push_back(std::string(n, 'a'));
+  auto gbnf = JsonSchemaToGbnf({{"enum", values}});
+  ASSERT_TRUE(gbnf.ok());
+  int depth = 0, deepest = 0;
+  for (char c : *gbnf) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    deepest = std::max(deepest, depth);
+  }
+  EXPECT_LE(deepest, 40);
+  auto g = FromJsonSchema({{"enum", values}});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (int n : {1, 2, 31, 32, 33, 34, 100, 299, 300}) {
+    EXPECT_EQ(Feed(*g, Json(std::string(n, 'a')).dump()), Outcome::kComplete) << n;
+  }
+  EXPECT_NE(Feed(*g, Json(std::string(301, 'a')).dump()), Outcome::kComplete);
+  EXPECT_NE(Feed(*g, "\"\""), Outcome::kComplete);
+}
+
+// A large enum builds (its cost is measured in bench/grammar_bench.cc, not here).
+TEST(JsonSchema, ManyThousandValueEnumsBuild) {
+  Json values = Json::array();
+  for (int i = 0; i < 20000; ++i) values.push_back(std::string("SKU-").append(std::to_string(100000 + i * 37)));
+  auto g = FromJsonSchema({{"type", "string"}, {"enum", values}});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(Feed(*g, "\"SKU-100037\""), Outcome::kComplete);
+  EXPECT_NE(Feed(*g, "\"SKU-100038\""), Outcome::kComplete);
+  EXPECT_EQ(Feed(*g, "\"SKU-1000"), Outcome::kIncomplete);
 }
 
 // Every corpus schema embedded in one grammar under its own prefix: each keeps exactly its own language

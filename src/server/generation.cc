@@ -10,6 +10,7 @@
 
 #include "engine/grammar_constraint.h"
 #include "engine/reasoning_budget.h"
+#include "grammar/grammar_cache.h"
 #include "reasoning/reasoning.h"
 #include "server/chat_prompt.h"
 #include "toolcall/harmony.h"
@@ -83,35 +84,31 @@ namespace {
 
 using Impl = Generation::Impl;
 
+// Compiled grammars of recent requests (grammar/grammar_cache.h), shared by every request: 64 of them,
+// 256 MiB at most (a tool-call grammar of a few dozen tools takes tens of MB of transition tables).
+grammar::GrammarCache& Grammars() {
+  static grammar::GrammarCache* const kCache = new grammar::GrammarCache(64, size_t{256} << 20);
+  return *kCache;
+}
+
 // The grammar of the request's tool calls. tool_choice "auto" switches it on at the format's triggers,
 // unless `answer` (a response format's schema) is given: then the answer is either calls or a JSON value
 // of that schema, constrained from the first token.
 //
 // A tool list whose grammar is too large for the automaton (an agent's dozens of tools with arrays of
-// bounded length: Claude Code's) is not refused: the tools with the largest schemas have their arguments
-// constrained to any JSON object instead, one at a time, until the grammar builds. The call syntax and the
-// tool names stay forced; the template still shows the model every schema in full.
+// bounded length: Claude Code's) is not refused: toolcall::ToolCallGrammar constrains the arguments of the
+// costliest tools to any JSON object instead, as few as make it build. The call syntax and the tool names
+// stay forced; the template still shows the model every schema in full. More than
+// toolcall::kMaxGrammarTools tools are refused (400, "grammar too large: ...").
+//
+// Agents send the same tools on every turn: grammars are kept in a cache by everything they are built
+// from (ToolCallGrammarKey), so a repeated list costs a lookup.
 Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordered_json* answer, Impl* g) {
-  std::vector<toolcall::ToolSpec> tools = c.tools;
-  std::vector<bool> relaxed(tools.size(), false);
-  for (;;) {
-    LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::ToolCallGbnf(g->tool_format, tools, c.tool_choice,
-                                                                     c.parallel_tool_calls, answer));
-    auto parsed = grammar::ParseGbnf(gbnf);
-    if (parsed.ok()) {
-      g->grammar = *parsed;
-      break;
-    }
-    const bool too_large = parsed.status().message().find("grammar too large") != std::string::npos;
-    size_t widest = tools.size(), widest_bytes = 0;
-    for (size_t i = 0; i < tools.size(); ++i) {
-      const size_t bytes = tools[i].parameters.dump().size();
-      if (!relaxed[i] && bytes > widest_bytes) widest = i, widest_bytes = bytes;
-    }
-    if (!too_large || widest == tools.size()) return parsed.status().WithContext("the tool-call grammar");
-    relaxed[widest] = true;
-    tools[widest].parameters = {{"type", "object"}};
-  }
+  const std::string key = "tools:" + toolcall::ToolCallGrammarKey(g->tool_format, c.tools, c.tool_choice,
+                                                                    c.parallel_tool_calls, answer);
+  LLAMAY_ASSIGN_OR_RETURN(g->grammar, Grammars().GetOrBuild(key, [&] {
+    return toolcall::ToolCallGrammar(g->tool_format, c.tools, c.tool_choice, c.parallel_tool_calls, answer);
+  }));
   g->triggers.clear();
   std::vector<std::string> markers;
   for (const toolcall::ToolCallTrigger& t : toolcall::ToolCallTriggers(g->tool_format)) {
@@ -158,7 +155,7 @@ Status HarmonyConstraint(Server& server, const Conversation& c, bool parse_tools
     // Reasoning off (or a budget of 0): the call comes first.
     const bool off = (c.reasoning.enabled.has_value() && !*c.reasoning.enabled) || c.reasoning.budget == 0;
     LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::HarmonyToolCallGbnf(c.tools, c.tool_choice, !off));
-    auto parsed = grammar::ParseGbnf(gbnf);
+    auto parsed = Grammars().GetOrBuild("gbnf:" + gbnf, [&] { return grammar::ParseGbnf(gbnf); });
     if (!parsed.ok()) return parsed.status().WithContext("the tool-call grammar");
     g->grammar = *parsed;
   } else if (c.format.grammar) {

@@ -215,5 +215,26 @@ TEST_F(ServerTest, AToolListTooLargeForTheGrammarIsServedWithItsWidestToolsRelax
   EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>())["x"].is_number_integer()) << r.dump();
 }
 
+// A tool list longer than one grammar takes is refused before any grammar is built: a 400 that names the
+// limit (toolcall::kMaxGrammarTools), on every turn it is sent again.
+TEST_F(ServerTest, TooManyToolsForTheGrammarAreA400NamingTheLimit) {
+  json tools = json::array();
+  const json params = json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}}})");
+  for (size_t i = 0; i <= toolcall::kMaxGrammarTools; ++i) {
+    json fn = {{"name", std::string("t").append(std::to_string(i))}, {"parameters", params}};
+    tools.push_back({{"type", "function"}, {"function", fn}});
+  }
+  const json req = {{"messages", json::array({{{"role", "user"}, {"content", "go"}}})}, {"tools", tools},
+                    {"tool_choice", "required"}, {"max_tokens", 4}};
+  for (int turn = 0; turn < 2; ++turn) {
+    const json r = Post("/v1/chat/completions", req, 400);
+    const std::string message = r["error"]["message"].get<std::string>();
+    EXPECT_NE(message.find("grammar too large"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("at most ").append(std::to_string(toolcall::kMaxGrammarTools)).append(" tools")),
+              std::string::npos)
+        << message;
+  }
+}
+
 }  // namespace
 }  // namespace llamay::server

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/grammar.h"
 
 namespace llamay::toolcall {
 
@@ -173,6 +174,28 @@ nlohmann::ordered_json MessagesWithToolPrompt(ToolFormat format, const nlohmann:
 Result<std::string> ToolCallGbnf(ToolFormat format, const std::vector<ToolSpec>& tools,
                                  const ToolChoice& choice, bool parallel,
                                  const nlohmann::ordered_json* answer_schema = nullptr);
+
+// The most tools one tool-call grammar takes (those tool_choice allows). A longer list is refused before
+// any grammar is built: thousands of tools would spend seconds building a grammar far beyond the
+// automaton's limits (and OpenAI takes at most 128).
+inline constexpr size_t kMaxGrammarTools = 512;
+
+// ToolCallGbnf compiled. A tool list whose grammar is too large for the automaton (grammar.h's limits;
+// an agent's dozens of tools with long bounded arrays, as Claude Code's) is not refused: the tools whose
+// arguments need the most automaton states (each measured alone) have their arguments constrained to any
+// JSON object instead, as few as make the grammar build. The call syntax and the tool names stay forced.
+// `relaxed`, when given, receives the names of the relaxed tools. InvalidArgument as ToolCallGbnf's, and
+// "grammar too large: ..." naming the limit for more than kMaxGrammarTools tools or for a grammar that
+// does not build even with every tool relaxed.
+Result<std::shared_ptr<const grammar::Grammar>> ToolCallGrammar(
+    ToolFormat format, const std::vector<ToolSpec>& tools, const ToolChoice& choice, bool parallel,
+    const nlohmann::ordered_json* answer_schema = nullptr, std::vector<std::string>* relaxed = nullptr);
+
+// A text that determines ToolCallGrammar's result for the same arguments (everything it reads of them:
+// the format, each tool's name and parameters, the choice, parallel and the answer schema; not the
+// descriptions), the key for a cache of compiled grammars (grammar/grammar_cache.h).
+std::string ToolCallGrammarKey(ToolFormat format, const std::vector<ToolSpec>& tools, const ToolChoice& choice,
+                               bool parallel, const nlohmann::ordered_json* answer_schema = nullptr);
 
 struct ToolCallTrigger {
   std::string text;

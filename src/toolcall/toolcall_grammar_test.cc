@@ -305,5 +305,104 @@ TEST(ToolCallGbnf, GenerationsParseIntoValidCalls) {
   }
 }
 
+// Tools whose arguments are `schema`, named t0, t1, ...
+std::vector<ToolSpec> ManyTools(size_t n, const Json& schema) {
+  std::vector<ToolSpec> tools(n);
+  for (size_t i = 0; i < n; ++i) {
+    tools[i].name = std::string("t").append(std::to_string(i));
+    tools[i].parameters = schema;
+  }
+  return tools;
+}
+
+// More tools than one grammar takes are refused before any grammar is built, naming the limit.
+TEST(ToolCallGrammar, TooManyToolsAreRefusedNamingTheLimit) {
+  const Json schema = Json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}}})");
+  auto g = ToolCallGrammar(ToolFormat::kHermes, ManyTools(kMaxGrammarTools + 1, schema),
+                           {ToolChoice::Mode::kAuto, ""}, true);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("grammar too large"), std::string::npos) << g.status().ToString();
+  EXPECT_NE(g.status().message().find("at most " + std::to_string(kMaxGrammarTools) + " tools"),
+            std::string::npos)
+      << g.status().ToString();
+  EXPECT_NE(g.status().message().find(std::to_string(kMaxGrammarTools + 1)), std::string::npos);
+  // A named function is one tool, whatever the list's length.
+  auto named = ToolCallGrammar(ToolFormat::kHermes, ManyTools(kMaxGrammarTools + 1, schema),
+                               {ToolChoice::Mode::kNamed, "t7"}, false);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_TRUE(Matches(*named, Render(ToolFormat::kHermes, {{"t7", R"({"x": 1})"}})));
+  // At the limit it builds.
+  auto at_limit = ToolCallGrammar(ToolFormat::kHermes, ManyTools(kMaxGrammarTools, Json::parse(R"({"type": "object"})")),
+                                  {ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status().ToString();
+}
+
+// A list too large for the automaton is served with its costliest tools' arguments relaxed to any object;
+// the others keep their schemas, and the names and the call syntax stay forced.
+TEST(ToolCallGrammar, AListTooLargeRelaxesItsCostliestTools) {
+  Json props = Json::object();
+  for (const char* name : {"method", "project", "path", "plan", "name", "dir"})
+    props[name] = {{"type", "string"}, {"minLength", 1}};
+  for (const char* name : {"writes", "deletes", "files", "paths", "assets", "counts"})
+    props[name] = {{"type", "array"}, {"maxItems", 256},
+                   {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 256}}}};
+  std::vector<ToolSpec> tools(3);
+  tools[0].name = "small";
+  tools[0].parameters = Json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}},
+                                        "required": ["x"], "additionalProperties": false})");
+  tools[1].name = "sync";
+  tools[1].parameters = {{"type", "object"}, {"properties", props}};
+  tools[2].name = "other";
+  tools[2].parameters = Json::parse(R"({"type": "object", "properties": {"s": {"enum": ["a", "b"]}},
+                                        "required": ["s"], "additionalProperties": false})");
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  // The premise: the full grammar does not build.
+  auto full = grammar::ParseGbnf(*ToolCallGbnf(ToolFormat::kHermes, tools, required, true));
+  ASSERT_FALSE(full.ok()) << "the test needs a larger tool";
+  ASSERT_NE(full.status().message().find("grammar too large"), std::string::npos);
+  std::vector<std::string> relaxed;
+  auto g = ToolCallGrammar(ToolFormat::kHermes, tools, required, true, nullptr, &relaxed);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(relaxed, std::vector<std::string>{"sync"});
+  EXPECT_TRUE(Matches(*g, Render(ToolFormat::kHermes, {{"small", R"({"x": 1})"}})));
+  EXPECT_FALSE(Matches(*g, Render(ToolFormat::kHermes, {{"small", R"({"x": "1"})"}})));
+  EXPECT_TRUE(Matches(*g, Render(ToolFormat::kHermes, {{"other", R"({"s": "b"})"}})));
+  EXPECT_FALSE(Matches(*g, Render(ToolFormat::kHermes, {{"other", R"({"s": "c"})"}})));
+  EXPECT_TRUE(Matches(*g, Render(ToolFormat::kHermes, {{"sync", R"({"anything": [1, {"y": null}]})"}})));
+  EXPECT_FALSE(Matches(*g, Render(ToolFormat::kHermes, {{"unknown", R"({})"}})));
+  // Not a relaxation: a schema error is an error.
+  tools[0].parameters = Json::parse(R"({"type": "object", "properties": {"x": {"type": "integer",
+                                        "minimum": 5, "maximum": 1}}})");
+  EXPECT_FALSE(ToolCallGrammar(ToolFormat::kHermes, tools, required, true).ok());
+}
+
+// The cache key changes with everything the grammar reads, and only with that.
+TEST(ToolCallGrammar, KeyCoversWhatTheGrammarReads) {
+  const std::vector<ToolSpec> tools = Tools();
+  const ToolChoice automatic{ToolChoice::Mode::kAuto, ""};
+  const std::string key = ToolCallGrammarKey(ToolFormat::kHermes, tools, automatic, true);
+  EXPECT_EQ(key, ToolCallGrammarKey(ToolFormat::kHermes, tools, automatic, true));
+  std::vector<ToolSpec> described = tools;
+  described[0].description = "another description";
+  EXPECT_EQ(key, ToolCallGrammarKey(ToolFormat::kHermes, described, automatic, true));
+  std::vector<ToolSpec> changed = tools;
+  changed[1].parameters["required"] = Json::array({"a"});
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, changed, automatic, true));
+  std::vector<ToolSpec> renamed = tools;
+  renamed[2].name = "pong";
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, renamed, automatic, true));
+  std::vector<ToolSpec> fewer(tools.begin(), tools.end() - 1);
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, fewer, automatic, true));
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kLlama3, tools, automatic, true));
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, tools, automatic, false));
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, tools, {ToolChoice::Mode::kRequired, ""}, true));
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, tools, {ToolChoice::Mode::kNamed, "add"}, true));
+  EXPECT_NE(ToolCallGrammarKey(ToolFormat::kHermes, tools, {ToolChoice::Mode::kNamed, "add"}, true),
+            ToolCallGrammarKey(ToolFormat::kHermes, tools, {ToolChoice::Mode::kNamed, "ping"}, true));
+  const Json answer = Json::parse(R"({"type": "object"})");
+  EXPECT_NE(key, ToolCallGrammarKey(ToolFormat::kHermes, tools, automatic, true, &answer));
+}
+
 }  // namespace
 }  // namespace llamay::toolcall
