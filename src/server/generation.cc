@@ -10,12 +10,12 @@
 
 #include "engine/grammar_constraint.h"
 #include "engine/reasoning_budget.h"
-#include "grammar/grammar_cache.h"
 #include "reasoning/reasoning.h"
 #include "server/chat_prompt.h"
 #include "toolcall/harmony.h"
 #include "server/http_util.h"
 #include "server/server.h"
+#include "server/structured_output.h"
 #include "tokenizer/detokenizer.h"
 
 namespace llamay::server {
@@ -84,13 +84,6 @@ namespace {
 
 using Impl = Generation::Impl;
 
-// Compiled grammars of recent requests (grammar/grammar_cache.h), shared by every request: 64 of them,
-// 256 MiB at most (a tool-call grammar of a few dozen tools takes tens of MB of transition tables).
-grammar::GrammarCache& Grammars() {
-  static grammar::GrammarCache* const kCache = new grammar::GrammarCache(64, size_t{256} << 20);
-  return *kCache;
-}
-
 // The grammar of the request's tool calls. tool_choice "auto" switches it on at the format's triggers,
 // unless `answer` (a response format's schema) is given: then the answer is either calls or a JSON value
 // of that schema, constrained from the first token.
@@ -106,7 +99,7 @@ grammar::GrammarCache& Grammars() {
 Status ToolGrammar(Server& server, const Conversation& c, const nlohmann::ordered_json* answer, Impl* g) {
   const std::string key = "tools:" + toolcall::ToolCallGrammarKey(g->tool_format, c.tools, c.tool_choice,
                                                                     c.parallel_tool_calls, answer);
-  LLAMAY_ASSIGN_OR_RETURN(g->grammar, Grammars().GetOrBuild(key, [&] {
+  LLAMAY_ASSIGN_OR_RETURN(g->grammar, CompiledGrammars().GetOrBuild(key, [&] {
     return toolcall::ToolCallGrammar(g->tool_format, c.tools, c.tool_choice, c.parallel_tool_calls, answer);
   }));
   g->triggers.clear();
@@ -155,7 +148,7 @@ Status HarmonyConstraint(Server& server, const Conversation& c, bool parse_tools
     // Reasoning off (or a budget of 0): the call comes first.
     const bool off = (c.reasoning.enabled.has_value() && !*c.reasoning.enabled) || c.reasoning.budget == 0;
     LLAMAY_ASSIGN_OR_RETURN(std::string gbnf, toolcall::HarmonyToolCallGbnf(c.tools, c.tool_choice, !off));
-    auto parsed = Grammars().GetOrBuild("gbnf:" + gbnf, [&] { return grammar::ParseGbnf(gbnf); });
+    auto parsed = CompiledGrammars().GetOrBuild("gbnf:" + gbnf, [&] { return grammar::ParseGbnf(gbnf); });
     if (!parsed.ok()) return parsed.status().WithContext("the tool-call grammar");
     g->grammar = *parsed;
   } else if (c.format.grammar) {

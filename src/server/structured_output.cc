@@ -1,9 +1,16 @@
 #include "server/structured_output.h"
 
+#include "grammar/grammar_cache.h"
 #include "grammar/json_schema.h"
 #include "server/http_util.h"
 
 namespace llamay::server {
+
+grammar::GrammarCache& CompiledGrammars() {
+  static grammar::GrammarCache* const kCache = new grammar::GrammarCache(64, size_t{256} << 20);
+  return *kCache;
+}
+
 namespace {
 
 using ordered = nlohmann::ordered_json;
@@ -11,7 +18,7 @@ using ordered = nlohmann::ordered_json;
 Result<RequestedFormat> FromSchema(const ordered& schema, const std::string& field) {
   if (!schema.is_object() && !schema.is_boolean())
     return InvalidArgumentError("'" + field + "' must be a JSON Schema object");
-  auto g = grammar::FromJsonSchema(schema);
+  auto g = CompiledGrammars().GetOrBuild("schema:" + schema.dump(), [&] { return grammar::FromJsonSchema(schema); });
   if (!g.ok()) return InvalidArgumentError("'" + field + "': " + g.status().message());
   return RequestedFormat{*g, schema};
 }
@@ -35,7 +42,8 @@ Result<RequestedFormat> RequestFormat(const nlohmann::json& body, const std::str
     return InvalidArgumentError("use one of 'response_format', 'json_schema' and 'grammar', not several");
   if (has_grammar) {
     if (!body["grammar"].is_string()) return InvalidArgumentError("'grammar' must be a string of GBNF");
-    auto g = grammar::ParseGbnf(body["grammar"].get<std::string>());
+    const std::string gbnf = body["grammar"].get<std::string>();
+    auto g = CompiledGrammars().GetOrBuild("gbnf:" + gbnf, [&] { return grammar::ParseGbnf(gbnf); });
     if (!g.ok()) return InvalidArgumentError("'grammar': " + g.status().message());
     return RequestedFormat{*g, nullptr};
   }

@@ -20,6 +20,7 @@
 
 #include "base/status.h"
 #include "grammar/grammar.h"
+#include "grammar/grammar_cache.h"
 
 namespace llamay::server {
 
@@ -36,6 +37,11 @@ struct RequestedFormat {
 // The format `body` (parsed from `raw`) asks for. InvalidArgument, naming the field, for a malformed or
 // unsupported request.
 Result<RequestedFormat> RequestFormat(const nlohmann::json& body, const std::string& raw);
+
+// The server's compiled grammars, shared by every request: the tool-call grammars, the response formats'
+// and the `grammar` fields', each keyed by everything it is built from (agents send the same tools and
+// schemas on every turn). At most 64 grammars and 256 MiB (keys plus transition tables).
+grammar::GrammarCache& CompiledGrammars();
 
 }  // namespace llamay::server
 
