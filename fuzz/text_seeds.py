@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of grammar_fuzz and toolcall_fuzz (fuzz/corpus/grammar, fuzz/corpus/toolcall).
+"""Writes the seed corpora of grammar_fuzz, toolcall_fuzz, template_fuzz, tokenizer_fuzz, store_fuzz and
+request_fuzz (fuzz/corpus/<name>, the target's name less "_fuzz").
 
-Usage: python3 fuzz/text_seeds.py   (from anywhere; it replaces the files in both folders)
+Usage: python3 fuzz/text_seeds.py   (from anywhere; it replaces the files in those folders)
 
-The input layouts are those of fuzz/grammar_fuzz.cc and fuzz/toolcall_fuzz.cc (see their headers and
+The input layouts are those of fuzz/grammar_fuzz.cc, fuzz/toolcall_fuzz.cc, fuzz/template_fuzz.cc,
+fuzz/tokenizer_fuzz.cc, fuzz/store_fuzz.cc and fuzz/request_fuzz.cc (see their headers and
 docs/fuzzing.md). The token choices and piece sizes come from a fixed-seed generator: the same files
 every time.
 """
@@ -34,8 +36,8 @@ def clear(folder):
         os.remove(f)
 
 
-def write(folder, name, data):
-    assert len(data) <= MAX_LEN, (name, len(data))
+def write(folder, name, data, max_len=MAX_LEN):
+    assert len(data) <= max_len, (name, len(data))
     with open(os.path.join(folder, name), 'wb') as f:
         f.write(data)
 
@@ -192,9 +194,273 @@ def toolcall_seeds():
         toolcall_seed(name, json.dumps(body), high=(i % 5) << 4 | (0x80 if i % 2 else 0))
 
 
+# ---- template_fuzz: byte 0 = add_generation_prompt, the template, NUL, the context JSON -----------------
+
+TEMPLATE = os.path.join(ROOT, 'fuzz/corpus/template')
+TEMPLATE_MAX_LEN = 8192  # template_fuzz's -max_len: the real templates run to 4.6 KB
+
+# Templates the render budget must stop (from src/template/template_budget_test.cc) and ones that exercise
+# the rarer paths: errors with positions, macros, filters, string formatting, namespaces, slicing.
+EXTRA_TEMPLATES = {
+    'loop_nest': '{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}',
+    'big_strings': "{% for i in range(1000) %}{% set x = 'a' * 30000000 %}{% endfor %}",
+    'quadratic_concat': "{% set ns = namespace(s='x') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ "
+                        "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' %}{% endfor %}",
+    'big_operand': "{% set big = 'x' * 1000000 %}{% for i in range(100000) %}{{ big.find('z') }}{% endfor %}",
+    'list_repeat': "{% for i in range(100000) %}{{ ['xxxxxxxxxxxxxxxx'] * 200000 }}{% endfor %}",
+    'branching_macro': '{% macro f(n) %}{{ f(n + 1) }}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}',
+    'deep_parens': '{{ ' + '(' * 300 + '1' + ')' * 300 + ' }}',
+    'raise': "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}",
+    'undefined_attr': '{{ messages[0].nope.deeper }}',
+    'int_overflow': '{{ 9223372036854775807 + 1 }}',
+    'filters': "{% for m in messages %}{{ m.content|trim|upper|replace('A', 'b')|truncate(9) }}"
+               "{{ m|tojson(indent=2) }}{{ m.content|wordcount }}{{ (m.content ~ '')|list|unique|join(',') }}"
+               "{% endfor %}{{ messages|map(attribute='role')|select('equalto', 'user')|list|length }}"
+               "{{ messages|selectattr('content')|rejectattr('role', 'in', ['tool'])|first }}"
+               "{{ [3, 1, 2]|sort(reverse=true)|last }}{{ {'b': 1, 'a': 2}|dictsort }}{{ 'x%sy%d'|format('a', 3) }}",
+    'methods': "{% set ns = namespace(n=0, s='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+               "{% set ns.s = ns.s ~ m.role[:2] ~ m.role[::-1] %}{{ m.content.split(' ')|length if m.content is string }}"
+               "{{ m.content.startswith('W') if m.content is string }}{{ '{0}-{1}'.format(loop.index, loop.revindex) }}"
+               "{{ loop.cycle('a', 'b') }}{% if loop.last %}{{ ns.s.strip('us') }}{% endif %}{% endfor %}"
+               "{{ ns.n }}{{ {'k': messages|length}.items()|list }}{{ range(3, 10, 2)|list }}",
+    'macro_call': "{% macro render(m, prefix='>') -%}{{ prefix }}{{ m.role }}: {{ m.content }}\n{%- endmacro %}"
+                  "{% for m in messages if m.role != 'system' %}{{ render(m, prefix='# ') }}{% else %}none{% endfor %}",
+    'set_block': "{% set header %}{{ bos_token }}{% for t in tools or [] %}{{ t.function.name }}{% endfor %}"
+                 "{% endset %}{{ header }}{% filter upper %}{{ messages[-1].content }}{% endfilter %}"
+                 "{% raw %}{{ not rendered }}{% endraw %}{# a comment #}",
+    'syntax_unclosed': '{% for m in messages %}{{ m.content }',
+    'syntax_unknown_tag': '{% include "other.jinja" %}',
+    'syntax_bad_filter': '{{ messages|no_such_filter }}',
+    'strftime': "{{ strftime_now('%d %b %Y') }}{{ messages|length }}",
+    'whitespace': '  {%- for m in messages -%}\n  {{- m.role -}}  \n{%+ if true +%} x {%- endif %}{% endfor %}',
+}
+
+
+def template_seeds():
+    clear(TEMPLATE)
+    conversations = json.load(open(os.path.join(ROOT, 'src/template/testdata/conversations.json')))
+    names = sorted(conversations)
+    jinjas = sorted(glob.glob(os.path.join(ROOT, 'src/template/testdata/*.jinja')))
+    for i, path in enumerate(jinjas):
+        source = open(path, 'rb').read()
+        conv = conversations[names[i % len(names)]]
+        ctx = {'messages': conv['messages'], 'tools': conv.get('tools')}
+        if i % 4 == 3:
+            ctx['variables'] = {'enable_thinking': False, 'date_string': conv.get('date_string', '')}
+        body = json.dumps(ctx, ensure_ascii=False, separators=(',', ':')).encode()
+        name = os.path.basename(path)[:-len('.jinja')]
+        write(TEMPLATE, name, bytes([1 - i % 2]) + source + b'\0' + body, TEMPLATE_MAX_LEN)
+    for i, (name, source) in enumerate(sorted(EXTRA_TEMPLATES.items())):
+        # Half get the default conversation (no NUL), half an explicit one given as a bare array.
+        data = bytes([i % 2]) + source.encode()
+        if i % 2:
+            data += b'\0' + json.dumps(conversations[names[i % len(names)]]['messages']).encode()
+        write(TEMPLATE, 'x_' + name, data, TEMPLATE_MAX_LEN)
+
+
+# ---- tokenizer_fuzz: byte 0 = mode | add_special << 1 | parse_special << 2 | continuation << 3 | hide << 4 --
+
+TOKENIZER = os.path.join(ROOT, 'fuzz/corpus/tokenizer')
+TOKENIZER_MAX_LEN = 32768  # tokenizer_fuzz's -max_len: whole GGUF seeds
+SHIPPED = ['llama-spm', 'phi-3', 'baichuan', 'gpt-2', 'gpt-neox', 'falcon', 'mpt', 'starcoder', 'refact',
+           'deepseek-coder', 'deepseek-llm']  # tokenizer_fuzz's kShipped, in its order
+VOCAB_DIR = os.path.join(ROOT, '..', 'shared', 'ref', 'vocab')
+EXTRA_TEXTS = ['<s>Hello</s> world', '<|endoftext|>x<|endoftext|>', '<|im_start|>user\nhi<|im_end|>',
+               '<|user|>\nQ?<|end|>\n<|assistant|>', 'caf\u00e9 \u2581\u2581 \u4e2d\u6587 \U0001F600\r\n\t  x',
+               ' , . ? ! \'s don\'t', '\u00a0\u3000\u200b', 'a' * 600, ' ' * 300 + '\n' * 50]
+INVALID_UTF8 = [b'\xff\xfe', b'abc\xe2\x82', b'\xc0\xaf', b'\xed\xa0\x80x', b'\xe2\x82\xac\x80\xf4\x90\x80\x80']
+
+
+def gpt2_byte_chars():
+    """The byte-level BPE alphabet: printable bytes stand for themselves, the rest for code points from 256."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    table, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+def spec_seed(name, flags, model, pre, opts, tokens, merges, params, text):
+    data = bytes([flags | 1, model, pre, opts]) + '\n'.join(tokens).encode() + b'\0' + \
+        '\n'.join(merges).encode() + b'\0' + bytes(params) + b'\0' + text
+    write(TOKENIZER, name, data, TEMPLATE_MAX_LEN)
+
+
+def tokenizer_seeds():
+    clear(TOKENIZER)
+    texts = []
+    for name in SHIPPED:
+        path = os.path.join(VOCAB_DIR, 'ggml-vocab-%s.gguf.inp' % name)
+        if os.path.exists(path):
+            texts += open(path, encoding='utf-8').read().split('\n__ggml_vocab_test__\n')
+    texts = sorted(set(t for t in texts if len(t.encode()) < 2000)) + EXTRA_TEXTS
+    for i, text in enumerate(texts):
+        # Each text through two vocabularies, with varied flags.
+        for k in range(2):
+            v = (i + k * 5) % len(SHIPPED)
+            flags = ((i + k) % 16) << 1
+            write(TOKENIZER, 'ship_%s_%03d' % (SHIPPED[v], i), bytes([flags, v]) + text.encode(), TEMPLATE_MAX_LEN)
+    for i, raw in enumerate(INVALID_UTF8):
+        write(TOKENIZER, 'ship_invalid_%d' % i, bytes([(i % 4) << 1, i * 3 % len(SHIPPED)]) + raw)
+    # A SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens, pieces with scores.
+    # The params give each token its type (2 unknown, 3 control, 6 byte, 1 normal, 4 user-defined) and score;
+    # their first five bytes are also the special ids less 2 (here odd ones: bos 0, eos 1, eot 1, unk 4, pad 4).
+    words = ['\u2581the', '\u2581a', 'he', 'll', 'o', '\u2581hello', '\u2581wor', 'ld', '\u2581', 'e', 'h', 'l',
+             'w', 'r', 'd', '\u4e2d', '<tool>']
+    spm_tokens = ['<unk>', '<s>', '</s>'] + ['<0x%02X>' % b for b in range(256)] + words
+    params = [2, 3, 3] + [6] * 256 + [1] * (len(words) - 1) + [4]
+    spec_seed('spec_spm', 0, 0, 0, 0b10011111, spm_tokens, [], params,
+              'Hello world \u4e2d\u6587 <tool>x \U0001F600'.encode())
+    # The same with bos 1, eos 2, unk 0 and no eot or pad (255 - 2 is past the vocabulary).
+    spec_seed('spec_spm_special', 6, 0, 0, 0b00111111, spm_tokens, [], [3, 4, 255, 2, 255] + params[5:],
+              '<s>hello</s> <tool> wor'.encode())
+    spec_seed('spec_spm_dup', 0, 0, 0, 0, ['a', 'b', 'a'], [], [], b'aab')
+    # A byte-level BPE vocabulary: the 256 byte characters, merges and merged tokens.
+    table = gpt2_byte_chars()
+    bpe_tokens = [table[b] for b in range(256)]
+    sp = table[32]
+    merges = ['h e', 'l l', 'he ll', 'hell o', sp + ' w', sp + 'w o', 'r l', 'rl d', sp + 'wo rld', 't h', sp + ' th']
+    bpe_tokens += ['he', 'll', 'hell', 'hello', sp + 'w', sp + 'wo', 'rl', 'rld', sp + 'world', 'th', sp + 'th',
+                   '<|endoftext|>', '<|im_start|>']
+    for i, pre in enumerate([1, 2, 3, 4, 9]):
+        spec_seed('spec_bpe_%d' % i, (i % 3) << 1, 1, pre, 0b00000110 if i % 2 else 0,
+                  bpe_tokens, merges, [1] * 267 + [3, 3], 'hello world the<|endoftext|> caf\u00e9 12345 \n\n'.encode())
+    spec_seed('spec_bpe_bad_merge', 0, 1, 3, 0, bpe_tokens[:260], ['nope', 'a b c', ''], [], b'hello')
+    spec_seed('spec_bert', 0, 2, 0, 0, ['[UNK]', 'a'], [], [], b'a')
+    spec_seed('spec_unknown_pre', 0, 1, 11, 0, ['a', 'b'], ['a b'], [], b'ab')
+    # Mode 2: GGUF files with tokenizer keys (gguf_fuzz's seeds, written by gguf_seeds), read by FromGguf.
+    for i, name in enumerate(['gpt2_vocab_meta', 'stories260K_meta', 'tiny_llama_q4_0_meta', 'empty_v3']):
+        gguf = open(os.path.join(ROOT, 'fuzz/corpus/gguf', name + '.gguf'), 'rb').read()
+        write(TOKENIZER, 'gguf_' + name, bytes([32 | (i % 4) << 1]) + gguf, TOKENIZER_MAX_LEN)
+
+
+# ---- store_fuzz: byte 0 = flags (1 seal manifests, 2 point them at the chunks, 4 seal session records), then
+# records of kind (0 manifest, 1 chunk, 5 misnamed chunk, 2 session record, 3 S3 XML), u16 length, bytes ------
+
+STORE = os.path.join(ROOT, 'fuzz/corpus/store')
+
+
+def store_record(kind, data):
+    data = data if isinstance(data, bytes) else data.encode()
+    return bytes([kind]) + len(data).to_bytes(2, 'little') + data
+
+
+def manifest(head, tail, n_chunks, version=1):
+    """A manifest with zeroed chunk entries and CRC: store_fuzz's flags fill them in."""
+    header = b'LLAMAYMF' + version.to_bytes(4, 'little') + bytes(4)
+    header += b''.join(v.to_bytes(8, 'little') for v in (len(head) + len(tail), len(head), 0, len(tail), n_chunks))
+    header += bytes(64 - len(header))
+    return header + head + tail + bytes(24 * n_chunks) + bytes(4)
+
+
+def session_record(generation, name, tail):
+    return '{"generation":%d,"snapshot":"%s","tail":[%s]}\n00000000' % (generation, name, ','.join(map(str, tail)))
+
+
+LIST_PAGE = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+             '<Name>b</Name><Prefix>models/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys>'
+             '<IsTruncated>%s</IsTruncated>%s<Contents><Key>models/a&amp;b/snapshots/x</Key>'
+             '<LastModified>2026-12-01T00:00:00.000Z</LastModified><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag>'
+             '<Size>1234</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key><![CDATA[models/c]]></Key>'
+             '<Size>0</Size></Contents><!-- a comment --><CommonPrefixes><Prefix>p/</Prefix></CommonPrefixes>'
+             '</ListBucketResult>')
+XML_DOCS = {
+    'list': LIST_PAGE % ('false', ''),
+    'list_truncated': LIST_PAGE % ('true', '<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM='
+                                           '</NextContinuationToken>'),
+    'list_truncated_no_token': LIST_PAGE % ('true', ''),
+    'list_bad_size': '<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>',
+    'list_no_key': '<ListBucketResult><Contents><Size>3</Size></Contents></ListBucketResult>',
+    'list_mismatched': '<ListBucketResult><Contents><Key>k</Contents></Key></ListBucketResult>',
+    'list_entities': '<s3:ListBucketResult xmlns:s3="x"><s3:Contents><s3:Key>&#x41;&#66;&lt;&bogus;&#0;&#x110000;'
+                     '</s3:Key><s3:Size> 7 </s3:Size></s3:Contents><Empty/></s3:ListBucketResult>',
+    'error': '<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>The specified key does '
+             'not exist.</Message><Key>a</Key><RequestId>1</RequestId></Error>',
+    'error_long': '<Error><Code>SlowDown</Code><Message>' + 'x' * 500 + '</Message></Error>',
+    'unterminated': '<ListBucketResult><Contents><Key>k</Key',
+    'doctype': '<!DOCTYPE x [<!ENTITY a "b">]><?pi x?><ListBucketResult/>',
+}
+
+
+def store_seeds():
+    clear(STORE)
+    chunks = [bytes(range(i, i + 64)) * (i + 1) for i in range(4)]
+    head, tail = b'LLAMAYKV' + bytes(56), b'tail' + bytes(8) + b'crc!'
+    full = [store_record(0, manifest(head, tail, 5)), store_record(0, manifest(head, tail, 1))]
+    full += [store_record(1, c) for c in chunks]
+    full += [store_record(2, session_record(0, 'sess.g0', [])), store_record(2, session_record(1, 'sess.g1', [5, -1, 7]))]
+    write(STORE, 'pull_ok', bytes([7]) + b''.join(full), 65536)
+    # The same with one chunk stored under another's name, and without the fix-ups (refused: CRC, lengths).
+    bad = list(full)
+    bad[3] = store_record(5, chunks[1])
+    write(STORE, 'pull_misnamed_chunk', bytes([7]) + b''.join(bad), 65536)
+    write(STORE, 'pull_unsealed', bytes([0]) + b''.join(full), 65536)
+    write(STORE, 'pull_missing_chunks', bytes([3]) + store_record(0, manifest(head, tail, 3)), 65536)
+    write(STORE, 'manifest_v2', bytes([3]) + store_record(0, manifest(head, tail, 0, version=2)) +
+          store_record(1, chunks[0]), 65536)
+    write(STORE, 'manifest_no_tail', bytes([3]) + store_record(0, manifest(head, b'', 1)) + store_record(1, chunks[0]),
+          65536)
+    write(STORE, 'records', bytes([4]) + store_record(2, session_record(0, 'a' * 200, [1])) +
+          store_record(2, session_record(7, 'sess.g7', [1, 2])) + store_record(2, '{"generation":1,"snapshot":"x",'
+                                                                                  '"tail":[1,'), 65536)
+    for name, doc in sorted(XML_DOCS.items()):
+        write(STORE, 'xml_' + name, bytes([0]) + store_record(3, doc), 65536)
+
+
+# ---- request_fuzz: the request body as sent ----------------------------------------------------------
+
+REQUEST = os.path.join(ROOT, 'fuzz/corpus/request')
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]
+PROPERTY_NAMES_TOOL = {"type": "function", "function": {"name": "edit", "parameters": {
+    "type": "object", "propertyNames": {"pattern": "^[a-z]+$"},
+    "properties": {"path": {"type": "string", "not": {"const": ""}}, "x at y": {"if": {}, "type": "integer"}}}}}
+REQUEST_BODIES = {
+    'chat_full': {"model": "m", "messages": MESSAGES, "max_tokens": 64, "seed": -3, "stop": ["\n\n", "END"],
+                  "temperature": 0.7, "top_p": 0.9, "stream": True, "stream_options": {"include_usage": True},
+                  "parallel_tool_calls": False, **REQUESTS['request_tools']},
+    'response_format_schema': {"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "w", "strict": True, "schema": {"type": "object", "properties": {"t": {"type": "number"}},
+                                                "required": ["t"]}}}},
+    'response_format_object': {"messages": MESSAGES, "response_format": {"type": "json_object"}},
+    'response_format_object_schema': {"response_format": {"type": "json_object", "schema": {"type": "array"}}},
+    'response_format_text': {"response_format": {"type": "text"}, "stop": "x"},
+    'json_schema_top': {"json_schema": {"type": "string", "maxLength": 8}},
+    'grammar': {"grammar": 'root ::= "yes" | "no"', "max_tokens": 3},
+    'grammar_bad': {"grammar": 'root ::= ( "a"', "max_tokens": 0},
+    'several_formats': {"grammar": "root ::= \"a\"", "json_schema": {}},
+    'wrong_types': {"messages": MESSAGES, "max_tokens": "10", "seed": 1.5, "stop": [1, 2], "tools": {},
+                    "response_format": {"type": 3}},
+    'anthropic_tools': {"tools": [{"type": "function", "function": {"name": "read", "parameters": {
+        "type": "object", "properties": {"p": {"type": "string"}}}}}, PROPERTY_NAMES_TOOL]},
+    'unsupported_keywords': {"tools": [PROPERTY_NAMES_TOOL], "tool_choice": {"type": "function",
+                                                                             "function": {"name": "edit"}}},
+}
+
+
+def request_seeds():
+    clear(REQUEST)
+    for name, body in sorted(REQUEST_BODIES.items()):
+        write(REQUEST, name, json.dumps(body).encode())
+    for name, body in sorted(REQUESTS.items()):
+        write(REQUEST, 'toolcall_' + name, json.dumps(body).encode())
+    # Bodies ParseBody refuses or repairs: not an object, not JSON, lone surrogate escapes (read as U+FFFD).
+    write(REQUEST, 'not_object', b'[1, 2]')
+    write(REQUEST, 'not_json', b'{"messages": [')
+    write(REQUEST, 'lone_surrogate', b'{"stop": "\\ud800x", "tools": [{"type": "function", "function": '
+                                     b'{"name": "f", "description": "\\udc00"}}]}')
+
+
 if __name__ == '__main__':
     grammar_seeds()
     toolcall_seeds()
     # Written last (after the toolcall seeds' draws from rng), so the other files stay as they were.
     write(GRAMMAR, 'gbnf_ambiguous_exp', b'\x00' + AMBIGUOUS_GBNF + b'\x00' + b'\x00\x00' * 40)
     write(GRAMMAR, 'schema_ambiguous_exp', b'\x01' + AMBIGUOUS_SCHEMA + b'\x00' + choices(40))
+    template_seeds()
+    tokenizer_seeds()
+    store_seeds()
+    request_seeds()

@@ -84,25 +84,45 @@ Status ParseOpenAiTools(const json& body, const std::string& raw, Conversation* 
   return Status::Ok();
 }
 
+namespace {
+
+// The object in `params` that holds `keyword` at the JSON pointer ending `message` ("... at /a/b"), or null.
+// The pointer is the message's tail after some " at /" past `from`: not simply the last " at ", since a
+// property name in the pointer may contain " at " (only '/' and '~' are escaped), nor the first, since a
+// $ref quoted before it may too. Each candidate is tried; one that is no pointer or names nothing is skipped.
+nlohmann::ordered_json* KeywordHolder(nlohmann::ordered_json& params, const std::string& message, size_t from,
+                                      const std::string& keyword) {
+  for (size_t at = message.find(" at /", from); at != std::string::npos; at = message.find(" at /", at + 1)) {
+    std::string ptr = message.substr(at + 4);
+    if (ptr == "/") ptr.clear();
+    try {
+      const nlohmann::ordered_json::json_pointer where(ptr);
+      if (params.contains(where) && params[where].is_object() && params[where].contains(keyword))
+        return &params[where];
+    } catch (const nlohmann::ordered_json::exception&) {  // no pointer: a candidate inside the quoted $ref
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Result<std::vector<toolcall::ToolSpec>> ParseToolsDroppingUnsupported(nlohmann::ordered_json tools) {
   static constexpr std::string_view kKeyword = "unsupported JSON Schema keyword \"";
   for (int attempt = 0; attempt < 256; ++attempt) {
     auto parsed = toolcall::ParseTools(tools);
     if (parsed.ok()) return parsed;
     const std::string m = parsed.status().message();
-    const size_t k = m.find(kKeyword), at = m.rfind(" at ");
-    if (m.rfind("tools[", 0) != 0 || k == std::string::npos || at == std::string::npos || at < k) return parsed.status();
+    const size_t k = m.find(kKeyword);
+    if (m.rfind("tools[", 0) != 0 || k == std::string::npos) return parsed.status();
     const size_t index = std::strtoul(m.c_str() + 6, nullptr, 10);
     const size_t kw_end = m.find('"', k + kKeyword.size());
+    if (kw_end == std::string::npos || index >= tools.size()) return parsed.status();
     const std::string keyword = m.substr(k + kKeyword.size(), kw_end - k - kKeyword.size());
-    std::string ptr = m.substr(at + 4);
-    if (ptr == "/") ptr.clear();
-    if (index >= tools.size()) return parsed.status();
-    nlohmann::ordered_json& params = tools[index]["function"]["parameters"];
-    const nlohmann::ordered_json::json_pointer where(ptr);
-    if (!params.contains(where) || !params[where].is_object() || !params[where].contains(keyword))
-      return parsed.status();
-    params[where].erase(keyword);
+    nlohmann::ordered_json* holder =
+        KeywordHolder(tools[index]["function"]["parameters"], m, kw_end, keyword);
+    if (holder == nullptr) return parsed.status();
+    holder->erase(keyword);
   }
   return InvalidArgumentError("'tools': too many unsupported JSON Schema keywords");
 }

@@ -1,6 +1,7 @@
 // Structured output through the HTTP routes: response_format, json_schema and grammar.
 #include <gtest/gtest.h>
 
+#include "server/conversation.h"
 #include "server/server_test_util.h"
 
 namespace llamay::server {
@@ -116,6 +117,25 @@ TEST_F(ServerTest, UnsupportedOrMalformedConstraintsGetPrecise400s) {
   EXPECT_NE(message({{"grammar", "root ::= \"a\""}, {"json_schema", json::object()}}).find("not several"), std::string::npos);
   // Still serving.
   EXPECT_EQ(Post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"grammar", "root ::= \"ok\""}})["choices"][0]["text"], "ok");
+}
+
+// toolcall::ParseTools names an unsupported keyword and where it is ("... at /properties/x"); the keyword is
+// dropped there even when a property name in that pointer, or a $ref quoted before it, contains " at ". The
+// reader once took what followed the last " at " as the pointer and threw on "y" (found writing
+// request_fuzz), so a Messages or Responses request with such a tool got a 400 "a field has the wrong type".
+TEST(ParseToolsDroppingUnsupported, FindsTheKeywordWhateverThePropertyNamesSay) {
+  const auto tools =
+      nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "t", "parameters": {
+      "type": "object", "properties": {
+        "x at y": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+        "a at ": {"type": "array", "items": {"type": "object", "propertyNames": {"maxLength": 3}}},
+        "r": {"$ref": "https://example.com/s at /properties"}}}}}])");
+  auto parsed = ParseToolsDroppingUnsupported(tools);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const nlohmann::ordered_json& props = (*parsed)[0].parameters["properties"];
+  EXPECT_EQ(props["x at y"], nlohmann::ordered_json({{"type", "object"}}));
+  EXPECT_EQ(props["a at "]["items"], nlohmann::ordered_json({{"type", "object"}}));
+  EXPECT_FALSE(props["r"].contains("$ref"));
 }
 
 }  // namespace
