@@ -104,7 +104,9 @@ Result<Manifest> Decode(const std::string& name, std::span<const uint8_t> b) {
     Chunk c;
     c.size = Get64(e);
     std::memcpy(c.hash.data(), e + 8, 16);
-    if (c.size == 0 || c.size > m.kv_bytes) return Damaged(name, "a chunk of " + std::to_string(c.size) + " bytes");
+    // Against what is left of the KV section, so that the sum cannot wrap around (a hostile manifest).
+    if (c.size == 0 || c.size > m.kv_bytes - sum)
+      return Damaged(name, "a chunk of " + std::to_string(c.size) + " bytes");
     sum += c.size;
     m.chunks.push_back(c);
   }
