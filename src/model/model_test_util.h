@@ -1,16 +1,20 @@
 // Helpers shared by the model tests that run the reference models of ../shared/ref/models: a cache for a
-// model, one forward step, exact comparison, deterministic prompts, a GGUF copied with keys changed, and
-// the small synthetic mixture-of-experts model.
+// model, one forward step, exact comparison, deterministic prompts, a GGUF copied with keys changed, the
+// small synthetic models, and the comparison with llama.cpp's distributions (testdata/*_ref_*.json).
 #ifndef LLAMAY_MODEL_MODEL_TEST_UTIL_H_
 #define LLAMAY_MODEL_MODEL_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -106,6 +110,83 @@ inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = Synthetic
   s.n_expert_used = 4;
   s.n_ff_expert = 64;
   return s;
+}
+
+// A small llama of `type` (vocab 512, dim 256, 2 layers, 4 / 2 heads, ffn 512): `llamay model synth` with
+// the flags of testdata/make_kquant_ref.py and make_iq_ref.py.
+inline SyntheticSpec TinyLlamaSpec(TensorType type) {
+  SyntheticSpec s = PeerShape(type);
+  s.name = "tiny-" + std::string(TensorTypeName(type));
+  s.n_vocab = 512;
+  s.n_embd = 256;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 512;
+  return s;
+}
+
+// log-softmax in double: what llama.cpp's top_logprobs are.
+inline std::vector<double> LogProbs(const float* logits, size_t n) {
+  const double mx = *std::max_element(logits, logits + n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = logits[i] - lse;
+  return out;
+}
+
+// A reference of src/model/testdata (`file`), after checking that `bytes` are the model it was made from
+// (its FNV-1a hash; `script` remakes it). Null, with a failure recorded, when either check fails.
+inline std::unique_ptr<nlohmann::json> ReadReference(const std::string& file, const std::vector<uint8_t>& bytes,
+                                                     const std::string& script) {
+  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  if (!in.good()) return nullptr;
+  auto ref = std::make_unique<nlohmann::json>(nlohmann::json::parse(in));
+  char fnv[17];
+  std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(Fnv1a(bytes)));
+  EXPECT_EQ(std::string(fnv), (*ref)["model_fnv1a"].get<std::string>())
+      << "the synthetic model's bytes changed: run src/model/testdata/" << script;
+  if (std::string(fnv) != (*ref)["model_fnv1a"].get<std::string>()) return nullptr;
+  return ref;
+}
+
+// llama.cpp's distributions (`ref`: for each prompt, the top tokens' log-probabilities at the prompt's end
+// and after each step of its continuation) against the model's: at every step the same most probable token
+// and each top token within `loose`. Returns how many prompts stayed within `tight` at every step (their
+// worst differences printed).
+inline int MatchesReference(const Model& m, const nlohmann::json& ref, double loose, double tight,
+                            const std::string& name) {
+  const size_t V = m.hparams().n_vocab;
+  int tight_prompts = 0;
+  for (const auto& c : ref["cases"]) {
+    auto cache = NewCache(m, 64);
+    kv::Context ctx = cache->NewContext();
+    std::vector<int32_t> tokens = c["prompt"].get<std::vector<int32_t>>();
+    const auto next = c["continuation"].get<std::vector<int32_t>>();
+    std::vector<float> logits = Steps(m, ctx, tokens, false);
+    double worst = 0;
+    for (size_t step = 0; step < c["top_logprobs"].size(); ++step) {
+      EXPECT_EQ(logits.size(), V);
+      if (logits.size() != V) return tight_prompts;
+      const std::vector<double> lp = LogProbs(logits.data(), V);
+      const auto& top = c["top_logprobs"][step];
+      EXPECT_EQ(std::max_element(lp.begin(), lp.end()) - lp.begin(), top[0][0].get<int>())
+          << name << ", prompt of " << c["prompt"].size() << ", step " << step;
+      for (const auto& t : top) {
+        const double d = std::abs(lp[t[0].get<size_t>()] - t[1].get<double>());
+        worst = std::max(worst, d);
+        EXPECT_LT(d, loose) << name << ", token " << t[0] << ", prompt of " << c["prompt"].size() << ", step "
+                            << step;
+      }
+      if (step < next.size()) logits = Steps(m, ctx, std::span(&next[step], 1), false);
+    }
+    tight_prompts += worst < tight;
+    std::printf("%s, prompt of %zu: max |logprob - llama.cpp| = %.2e\n", name.c_str(), c["prompt"].size(), worst);
+  }
+  return tight_prompts;
 }
 
 // The GGUF `f` without the keys `dropped` (and the tensors `dropped_tensors`), with what `extra` sets, as a

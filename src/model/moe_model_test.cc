@@ -22,7 +22,6 @@ using test_util::NewCache;
 using test_util::Same;
 using test_util::Steps;
 
-using test_util::Fnv1a;
 
 std::unique_ptr<Model> Load(std::vector<uint8_t> bytes, int threads = 0) {
   auto f = gguf::File::FromBuffer(std::move(bytes));
@@ -180,17 +179,6 @@ TEST(MoeHParams, OlmoeNormsWholeQAndKRows) {
   EXPECT_EQ(f->FindTensor("blk.0.attn_k_norm.weight")->dims[0], 128);
 }
 
-// log-softmax in double: what llama.cpp's top_logprobs are.
-std::vector<double> LogProbs(const float* logits, size_t n) {
-  const double mx = *std::max_element(logits, logits + n);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  const double lse = mx + std::log(sum);
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = logits[i] - lse;
-  return out;
-}
-
 // llama.cpp's distributions at every step of three prompts (6, 40 and 100 tokens) and four continuations:
 // each of its top 16 tokens' log-probability within 1e-4 of llamay's (measured: a few 1e-6), and the same
 // most probable token. A routing mistake (another gating, no renormalisation where there is one or one
@@ -212,41 +200,13 @@ std::string ArchName(SyntheticArch arch) {
 std::string RefName(SyntheticArch arch) { return arch == SyntheticArch::kGptOss ? "gpt-oss" : ArchName(arch); }
 
 TEST_P(MoeParity, MatchesLlamaCpp) {
-  const std::string name = ArchName(GetParam());
-  std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/moe_ref_" + RefName(GetParam()) + ".json");
-  ASSERT_TRUE(in.good());
-  const nlohmann::json ref = nlohmann::json::parse(in);
   auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kF32, GetParam()));
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  char fnv[17];
-  std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(Fnv1a(*bytes)));
-  ASSERT_EQ(std::string(fnv), ref["model_fnv1a"].get<std::string>())
-      << "the synthetic model's bytes changed: run src/model/testdata/make_moe_ref.py";
+  auto ref = test_util::ReadReference("moe_ref_" + RefName(GetParam()) + ".json", *bytes, "make_moe_ref.py");
+  ASSERT_NE(ref, nullptr);
   auto m = Load(std::move(*bytes));
   ASSERT_NE(m, nullptr);
-  const size_t V = m->hparams().n_vocab;
-  double worst = 0;
-  for (const auto& c : ref["cases"]) {
-    auto cache = NewCache(*m, 64);
-    kv::Context ctx = cache->NewContext();
-    std::vector<int32_t> tokens = c["prompt"].get<std::vector<int32_t>>();
-    const auto next = c["continuation"].get<std::vector<int32_t>>();
-    std::vector<float> logits = Steps(*m, ctx, tokens, false);
-    for (size_t step = 0; step < c["top_logprobs"].size(); ++step) {
-      ASSERT_EQ(logits.size(), V);
-      const std::vector<double> lp = LogProbs(logits.data(), V);
-      const auto& top = c["top_logprobs"][step];
-      EXPECT_EQ(std::max_element(lp.begin(), lp.end()) - lp.begin(), top[0][0].get<int>())
-          << "prompt of " << c["prompt"].size() << ", step " << step;
-      for (const auto& t : top) {
-        const double d = std::abs(lp[t[0].get<size_t>()] - t[1].get<double>());
-        worst = std::max(worst, d);
-        EXPECT_LT(d, 1e-4) << "token " << t[0] << ", prompt of " << c["prompt"].size() << ", step " << step;
-      }
-      if (step < next.size()) logits = Steps(*m, ctx, std::span(&next[step], 1), false);
-    }
-  }
-  std::printf("%s: max |logprob - llama.cpp| = %.2e\n", name.c_str(), worst);
+  EXPECT_EQ(test_util::MatchesReference(*m, *ref, 1e-4, 1e-4, ArchName(GetParam())), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,

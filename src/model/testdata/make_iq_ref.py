@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes iq_ref_{iq4_nl,mxfp4,iq4_xs}.json: llama.cpp's next-token distributions on a small synthetic llama
 model whose matrices (and token embeddings) are IQ4_NL, MXFP4 or IQ4_XS, the references that
-iq_model_test.cc holds llamay's lookup-table kernels to (dequantisation of the embeddings, the dot products
+quant_model_test.cc holds llamay's lookup-table kernels to (dequantisation of the embeddings, the dot products
 against Q8_0 or Q8_K activations).
 
 Each model is `llamay model synth` with the small dimensions below and the type's weights as llamay's
@@ -19,7 +19,7 @@ import os, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_moe_ref import ROOT, reference  # noqa: E402
 
-# These flags and iq_model_test.cc's TinyIqSpec() must describe the same files.
+# These flags and model_test_util.h's TinyLlamaSpec() must describe the same files.
 COMMON = ["--shape", "peer", "--vocab", "512", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
           "--ffn", "512"]
 TYPES = {t: COMMON + ["--type", t, "--name", f"tiny-{t}"] for t in ("iq4_nl", "mxfp4", "iq4_xs")}

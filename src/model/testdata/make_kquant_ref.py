@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes kquant_ref_{q3_K,q2_K}.json: llama.cpp's next-token distributions on a small synthetic llama model
-whose matrices are Q3_K or Q2_K, the references that kquant_model_test.cc holds llamay's Q3_K and Q2_K
+whose matrices are Q3_K or Q2_K, the references that quant_model_test.cc holds llamay's Q3_K and Q2_K
 kernels to (dequantisation of the embeddings, the dot products against Q8_K activations).
 
 Each model is `llamay model synth` with the small dimensions below and the type's weights as llamay's
@@ -18,7 +18,7 @@ import os, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_moe_ref import ROOT, reference  # noqa: E402
 
-# These flags and kquant_model_test.cc's TinyKQuantSpec() must describe the same files.
+# These flags and model_test_util.h's TinyLlamaSpec() must describe the same files.
 COMMON = ["--shape", "peer", "--vocab", "512", "--dim", "256", "--layers", "2", "--heads", "4",
           "--kv-heads", "2", "--ffn", "512"]
 TYPES = {t: COMMON + ["--type", t, "--name", f"tiny-{t}"] for t in ("q3_K", "q2_K")}
