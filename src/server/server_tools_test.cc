@@ -157,6 +157,24 @@ std::string ToolcallTemplate(const std::string& name) {
   return ss.str();
 }
 
+// The request streamed: the name and the concatenated arguments of its one call, from the deltas.
+std::pair<std::string, std::string> StreamedCall(Served& s, json body) {
+  body["stream"] = true;
+  auto r = s.client->Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(r);
+  std::string name, arguments;
+  if (!r) return {name, arguments};
+  for (size_t at = 0; (at = r->body.find("data: {", at)) != std::string::npos; ++at) {
+    const json chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6));
+    if (chunk["choices"].empty()) continue;
+    for (const json& d : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
+      if (d.contains("id")) name = d["function"]["name"];
+      arguments += d["function"].value("arguments", "");
+    }
+  }
+  return {name, arguments};
+}
+
 // The XML-like formats through the server, on the models' real templates: detected, forced by the grammar
 // for a required tool (Qwen3.5's template thinks too: the call comes after a budgeted reasoning block),
 // parsed into tool_calls whose arguments are typed by the schema, streamed as the same deltas, and the
@@ -185,18 +203,7 @@ TEST(ServerTools, TheXmlFormatsOfQwen3CoderQwen35AndGlmAreForcedParsedAndRendere
     EXPECT_TRUE(args["lang"] == "en" || args["lang"] == "fr") << args;
     EXPECT_TRUE(args["word"].is_string() && !args["word"].get<std::string>().empty()) << args;
     // Streamed: the same call, assembled from its deltas.
-    body["stream"] = true;
-    auto r = s.client->Post("/v1/chat/completions", body.dump(), "application/json");
-    ASSERT_TRUE(r);
-    std::string name, arguments;
-    for (size_t at = 0; (at = r->body.find("data: {", at)) != std::string::npos; ++at) {
-      const json chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6));
-      if (chunk["choices"].empty()) continue;
-      for (const json& d : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
-        if (d.contains("id")) name = d["function"]["name"];
-        arguments += d["function"].value("arguments", "");
-      }
-    }
+    const auto [name, arguments] = StreamedCall(s, body);
     EXPECT_EQ(name, "lookup");
     EXPECT_EQ(arguments, call["function"]["arguments"]);
     json next = messages;
@@ -247,18 +254,7 @@ TEST(ServerTools, GptOssHarmonyCallsAreForcedParsedAndRendered) {
         << written;
     EXPECT_EQ(raw["choices"][0]["message"]["tool_calls"][0]["function"], call["function"]);  // ids are random
     // Streamed: the same call, assembled from its deltas.
-    body["stream"] = true;
-    auto r = s.client->Post("/v1/chat/completions", body.dump(), "application/json");
-    ASSERT_TRUE(r);
-    std::string name, arguments;
-    for (size_t at = 0; (at = r->body.find("data: {", at)) != std::string::npos; ++at) {
-      const json chunk = json::parse(r->body.substr(at + 6, r->body.find("\n\n", at) - at - 6));
-      if (chunk["choices"].empty()) continue;
-      for (const json& t : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
-        if (t.contains("id")) name = t["function"]["name"];
-        arguments += t["function"].value("arguments", "");
-      }
-    }
+    const auto [name, arguments] = StreamedCall(s, body);
     EXPECT_EQ(name, "lookup");
     EXPECT_EQ(arguments, call["function"]["arguments"]);
     // The next turn: the template writes the call (`to=functions.lookup`) and its result; the prompt grows
