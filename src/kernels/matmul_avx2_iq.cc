@@ -22,9 +22,6 @@ using avx2::F16;
 using avx2::HsumI32;
 using avx2::Load256;
 
-// Decode streams the weights: prefetch well ahead of the block being read (the distance of the K-quant
-// kernels, matmul_avx2_k.cc, measured there).
-constexpr int kPrefetchAhead = 4096;
 
 struct IQ4XSKernel {
   static constexpr int kRows = 1, kTokens = 4, kRowsDecode = 2;
@@ -40,9 +37,7 @@ struct IQ4XSKernel {
       const BlockIQ4_XS* blk[R];
       for (int r = 0; r < R; ++r) {
         blk[r] = reinterpret_cast<const BlockIQ4_XS*>(w + r * ws) + b;
-        const char* ahead = reinterpret_cast<const char*>(blk[r]) + kPrefetchAhead;
-        for (int off = 0; off < static_cast<int>(sizeof(BlockIQ4_XS)); off += 64)
-          _mm_prefetch(ahead + off, _MM_HINT_T0);
+        avx2::PrefetchBlock<sizeof(BlockIQ4_XS)>(blk[r]);
       }
       const BlockQ8_K* ab[T];
       for (int t = 0; t < T; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;

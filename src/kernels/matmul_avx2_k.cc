@@ -19,17 +19,7 @@ using avx2::F16;
 using avx2::HsumI32;
 using avx2::Load256;
 
-// Prefetches the cache lines of a block kPrefetchAhead bytes past p. Decode streams the weights from memory
-// and a tile reads its rows a block at a time, too slowly for the hardware prefetcher alone; rows are
-// usually contiguous, so this reaches into the rows of the next tiles. kernels_bench BM_DecodeStream, one
-// thread, 512 MiB: Q4_K 95 ms without, 73 ms at 512 bytes, 58 at 2048, 50-52 at 4096-8192; Q6_K 85, 68,
-// 65, 46-48.
-constexpr int kPrefetchAhead = 4096;
-template <int kBlockBytes>
-LLAMAY_AVX2_INLINE void PrefetchBlock(const void* p) {
-  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
-  for (int off = 0; off < kBlockBytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
-}
+using avx2::PrefetchBlock;
 
 // vpshufb masks that broadcast int16 word j of a 128-bit lane to the whole lane (scale of sub-block j).
 LLAMAY_AVX2_INLINE __m256i WordBroadcastMask(int j) {
