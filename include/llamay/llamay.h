@@ -47,6 +47,9 @@ struct Options {
   size_t kv_memory_bytes = size_t{1} << 30;  // every page of every session and of the prefix tree
   size_t max_context = 0;          // positions per session; 0: the model's trained context
   size_t prefill_chunk = 256;      // prompt tokens per forward step
+  // "auto": speculative decoding drafts from text already seen and verifies the drafts in one step where
+  // they are taken (output identical either way); "off": one token per step.
+  std::string speculative = "auto";
 };
 
 struct SamplingOptions {
@@ -82,6 +85,8 @@ struct Output {
   std::string finish_reason;      // "stop" (end of generation or a stop sequence), "length", "cancelled"
   size_t prompt_tokens = 0;       // the session's tokens before generation, input included
   size_t cached_tokens = 0;       // of those, reused rather than computed
+  size_t draft_tokens = 0;        // speculative decoding: drafted tokens verified
+  size_t accepted_draft_tokens = 0;  // of them, tokens generated without a step of their own
   double prefill_seconds = 0;     // from the call until the input was taken in (the first token's wait)
   double generate_seconds = 0;    // from then until the end
 };

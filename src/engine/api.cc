@@ -77,6 +77,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const Options& o) {
   LLAMAY_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModelOrDemo(o.model_path, o.threads));
   std::unique_ptr<model::Model>& m = loaded.model;
   LLAMAY_ASSIGN_OR_RETURN(kv::KvPrecision precision, kv::ParseKvPrecision(o.kv_precision));
+  LLAMAY_ASSIGN_OR_RETURN(engine::EngineOptions::Speculative speculative, engine::ParseSpeculative(o.speculative));
   auto impl = std::make_unique<Impl>();
   impl->name = m->file().GetStringOr("general.name", o.model_path.empty() ? model::kDemoModelName : o.model_path);
   engine::EngineOptions eo;
@@ -85,6 +86,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const Options& o) {
   eo.kv_memory_bytes = o.kv_memory_bytes;
   eo.max_context = o.max_context != 0 ? o.max_context : m->hparams().n_ctx_train;
   eo.prefill_chunk = eo.max_batch_tokens = std::max<size_t>(o.prefill_chunk, 1);
+  eo.speculative = speculative;
   LLAMAY_ASSIGN_OR_RETURN(impl->engine, engine::Engine::Create(std::move(m), std::move(loaded.tokenizer), eo));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -193,6 +195,8 @@ Result<Output> Session::Generate(std::span<const int32_t> tokens, const Generate
   out->finish_reason = engine::FinishReasonName(end.reason);  // stop, length or cancelled here
   out->prompt_tokens = end.usage.prompt_tokens;
   out->cached_tokens = end.usage.cached_tokens;
+  out->draft_tokens = end.usage.draft_tokens;
+  out->accepted_draft_tokens = end.usage.accepted_draft_tokens;
   out->prefill_seconds = std::chrono::duration<double>(first->value_or(finished) - start).count();
   out->generate_seconds = std::chrono::duration<double>(finished - first->value_or(finished)).count();
   return std::move(*out);

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <limits>
 
@@ -9,6 +10,19 @@
 #include "tokenizer/detokenizer.h"
 
 namespace llamay::engine {
+namespace {
+
+// Drafts: the request's own history is searched for its last 4 tokens, else 3, else 2; the index of
+// finished requests for the last 3. Shorter matches draft too often from coincidences.
+constexpr size_t kLookupMinNgram = 2, kLookupMaxNgram = 4, kIndexNgram = 3;
+// A request's acceptance starts at the prior 0.6 (1.2 of 2 trials); its counts halve past 64 trials so that
+// they follow the text. Until decode steps of several sizes have been timed, one more token is assumed to
+// cost a tenth of a step. A draft must promise 5% more tokens per unit of time than plain decode; when none
+// does, the request decodes plainly for 16 tokens, then 32, and so on up to 512, then probes again.
+constexpr double kPriorHits = 1.2, kPriorTrials = 2, kMaxTrials = 64, kAssumedShare = 0.1, kMinGain = 1.05;
+constexpr size_t kMinPause = 16, kMaxPause = 512;
+
+}  // namespace
 
 Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
   LoadedModel out;
@@ -20,6 +34,14 @@ Result<LoadedModel> LoadModelOrDemo(const std::string& path, int threads) {
   }
   LLAMAY_ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromGguf(out.model->file()));
   return out;
+}
+
+Result<EngineOptions::Speculative> ParseSpeculative(std::string_view name) {
+  if (name == "auto") return EngineOptions::Speculative::kAuto;
+  if (name == "off") return EngineOptions::Speculative::kOff;
+  std::string msg = "speculative decoding must be \"auto\" or \"off\", not \"";
+  msg.append(name).append("\"");
+  return InvalidArgumentError(msg);
 }
 
 const char* FinishReasonName(FinishReason r) {
@@ -70,6 +92,21 @@ struct Engine::Seq {
   // Recurrent layouts: context positions (ascending) where the prefill takes a checkpoint
   // (Request::checkpoints, and the position before the prompt's last token).
   std::vector<size_t> cut_at;
+  // Speculative decoding: this step's input when it verifies a draft (the last sampled token, then the
+  // draft; empty otherwise), and while its rows are sampled, the positions the context keeps if the token
+  // being emitted is the last one (what plain decode would hold then; 0: not verifying).
+  std::vector<int32_t> verify;
+  size_t keep = 0;
+  model::RecurrentUndo undo;  // recurrent layers: what the verification step did, to take back its rejects
+  // Drafted tokens taken, of those tried (a rejected one counts as a trial; those after it do not): the
+  // chance the next drafted token is taken. And the fallback: no drafts before completion_tokens reaches
+  // pause_until; each fallback doubles the next one's length.
+  double hits = kPriorHits, trials = kPriorTrials;
+  size_t pause_until = 0;
+  size_t pause = kMinPause;
+  // The positions the context holds as plain decode would: while a draft is verified, the context holds
+  // the whole draft, of which only `keep` positions count.
+  size_t held() const { return keep ? keep : ctx.size(); }
   bool wants_prompt_logprobs() const { return req.prompt_logprobs >= 0 && !prefilled; }
 };
 
@@ -82,6 +119,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<tokenizer::T
       l.page_bytes() == 0 ? static_cast<double>(kv::kMaxPositions)
                           : static_cast<double>(options_.kv_memory_bytes / l.page_bytes()) * static_cast<double>(l.page_tokens);
   max_pinned_positions_ = static_cast<size_t>(budget_positions * std::clamp(options_.max_pinned_share, 0.0, 1.0));
+  if (options_.speculative != EngineOptions::Speculative::kOff && options_.draft_index_tokens > 0)
+    drafts_ = std::make_unique<SuffixIndex>(options_.draft_index_tokens, kIndexNgram);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -352,10 +391,20 @@ void Engine::Step() {
   std::vector<Seq*> seqs;
   std::vector<model::SeqInput> inputs;
   size_t budget = options_.max_batch_tokens;
+  bool decode_only = true;  // every input a decode token or a verification: a sample for step_cost_
   for (auto& sp : active_) {
     Seq& s = *sp;
+    s.verify.clear();
     if (s.done || s.pending.empty() || budget == 0) continue;
+    if (s.prefilled && s.pending.size() == 1 && budget > 1 && Drafted(s, budget - 1)) {
+      seqs.push_back(&s);
+      inputs.push_back({&s.ctx, std::span(s.verify), /*all_logits=*/true, /*keep_windows=*/true,
+                        cache_->groups().has_recurrent() ? &s.undo : nullptr});
+      budget -= s.verify.size();
+      continue;
+    }
     const size_t n = StepTokens(s, std::min({s.pending.size(), options_.prefill_chunk, budget}));
+    decode_only = decode_only && s.prefilled && n == 1;
     seqs.push_back(&s);
     inputs.push_back({&s.ctx, std::span(s.pending.data(), n), s.wants_prompt_logprobs()});
     budget -= n;
@@ -363,7 +412,14 @@ void Engine::Step() {
   if (seqs.empty()) return;
   // 2. One forward step for all of them.
   std::vector<float> logits;
+  const auto started = std::chrono::steady_clock::now();
   Status st = model_->Forward(inputs, &logits);
+  if (st.ok() && decode_only && options_.speculative != EngineOptions::Speculative::kOff) {
+    size_t tokens = 0;
+    for (const model::SeqInput& in : inputs) tokens += in.tokens.size();
+    step_cost_.Add(static_cast<double>(tokens),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   if (!st.ok()) {
     // A failed forward changes no context. Memory: the newest running request gives way (preempted, or
     // failed when it runs alone); the others retry next step. Anything else fails the step's requests.
@@ -395,6 +451,10 @@ void Engine::Step() {
     const size_t rows = inputs[i].all_logits ? n : 1;
     const std::span<const float> mine(logits.data() + row * V, rows * V);
     row += rows;
+    if (!s.verify.empty()) {
+      Verify(s, mine);
+      continue;
+    }
     if (inputs[i].all_logits) CapturePromptLogprobs(s, s.ctx.size() - n, mine);
     const std::span<const float> last = mine.subspan((rows - 1) * V);
     s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<long>(n));
@@ -536,6 +596,98 @@ size_t Engine::StepTokens(const Seq& s, size_t n) const {
   return n;
 }
 
+bool Engine::Drafted(Seq& s, size_t room) {
+  const Request& r = s.req;
+  if (options_.speculative == EngineOptions::Speculative::kOff || !r.speculative || s.last < 0) return false;
+  if (s.usage.completion_tokens < s.pause_until) return false;
+  // Recurrent layers take a step back only when no chunk of their scans folded inside it.
+  const size_t rewindable = model_->RewindableTokens(s.ctx.size());
+  if (rewindable < 2) return false;
+  // The length that pays best, given this request's acceptance and what a token costs in a step.
+  size_t want = r.draft_length;
+  if (want == 0) {
+    const double share =
+        options_.draft_token_cost >= 0 ? options_.draft_token_cost : step_cost_.ExtraTokenShare(kAssumedShare);
+    want = BestDraftLength(s.hits / s.trials, share, options_.max_draft, kMinGain);
+    if (want == 0) {
+      // Drafting does not pay for this request now: plain decode for a while, then a probe, from counts
+      // moved halfway back to the prior.
+      s.pause_until = s.usage.completion_tokens + s.pause;
+      s.pause = std::min(2 * s.pause, kMaxPause);
+      s.hits = (s.hits + kPriorHits) / 2;
+      s.trials = (s.trials + kPriorTrials) / 2;
+      return false;
+    }
+  }
+  // Tokens worth drafting: the step after this one must still be allowed (max_tokens), and every drafted
+  // position must fit the context.
+  size_t max = std::min({room, rewindable - 1, options_.max_draft, want,
+                         static_cast<size_t>(r.max_tokens) - std::min(static_cast<size_t>(r.max_tokens), s.usage.completion_tokens + 1)});
+  if (options_.max_context != 0) max = std::min(max, options_.max_context - std::min(options_.max_context, s.ctx.size() + 1));
+  if (max == 0) return false;
+  Draft d;
+  if (!r.draft_oracle.empty()) {
+    const size_t at = std::min(s.usage.completion_tokens, r.draft_oracle.size());
+    d.tokens.assign(r.draft_oracle.begin() + static_cast<long>(at),
+                    r.draft_oracle.begin() + static_cast<long>(std::min(r.draft_oracle.size(), at + max)));
+  } else {
+    d = LookupDraft(s.history, max, kLookupMinNgram, kLookupMaxNgram);
+    if (d.tokens.empty() && drafts_) d = drafts_->Lookup(s.history, max);
+  }
+  if (d.tokens.empty()) return false;
+  s.verify.assign(1, s.pending[0]);
+  s.verify.insert(s.verify.end(), d.tokens.begin(), d.tokens.end());
+  return true;
+}
+
+void Engine::SettleDraft(Seq& s) {
+  if (s.ctx.valid() && s.ctx.size() > s.keep) {
+    // Attention layers truncate; recurrent layers take the rejected tokens back out of their chunk state;
+    // windowed layers kept their pages through the step and release them now.
+    const Status st = cache_->groups().has_recurrent() ? model_->RewindRecurrent(s.ctx, s.keep, s.undo)
+                                                       : s.ctx.Rollback(s.keep);
+    LLAMAY_CHECK(st.ok()) << "a verified draft rolls back: " << st.ToString();
+  }
+  if (s.ctx.valid()) s.ctx.TrimWindows();
+  s.keep = 0;
+}
+
+void Engine::Verify(Seq& s, std::span<const float> rows) {
+  const size_t V = model_->hparams().n_vocab;
+  const size_t k = s.verify.size() - 1;
+  const size_t base = s.ctx.size() - s.verify.size();
+  size_t accepted = 0;
+  s.usage.draft_tokens += k;
+  for (size_t j = 0; j <= k; ++j) {
+    // Row j holds the logits after verify[0..j]: plain decode's logits for the next token once the tokens
+    // before it were accepted. Sampling them in order draws the same random numbers plain decode draws.
+    const std::span<const float> row = rows.subspan(j * V, V);
+    s.keep = base + j + 1;
+    s.pending.clear();  // processed; Emit sets the next one (a request finishing now has none left over)
+    const int32_t t = SampleNext(s, row);
+    if (t < 0) break;  // finished with the processors' error
+    const bool taken = j < k && t == s.verify[j + 1];
+    accepted += taken;
+    s.usage.accepted_draft_tokens += taken;  // before Emit: a final event carries the count
+    Emit(s, t, row);
+    if (s.done || !taken) break;
+  }
+  if (!s.done) SettleDraft(s);  // (Finish settled it already)
+  s.verify.clear();
+  // What the next draft expects of this request: its acceptance so far (recent text weighing more).
+  s.hits += static_cast<double>(accepted);
+  s.trials += static_cast<double>(accepted + (accepted < k ? 1 : 0));
+  if (s.trials > kMaxTrials) {
+    s.hits /= 2;
+    s.trials /= 2;
+  }
+  if (accepted > 0) s.pause = kMinPause;
+  std::lock_guard l(mu_);
+  ++stats_.draft_steps;
+  stats_.draft_tokens += k;
+  stats_.accepted_draft_tokens += accepted;
+}
+
 void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   s.last = token;
   if (!s.req.ignore_eos && tokenizer_->IsEog(token)) return Finish(s, FinishReason::kStop);
@@ -555,7 +707,7 @@ void Engine::Emit(Seq& s, int32_t token, std::span<const float> logits) {
   if (s.usage.completion_tokens >= static_cast<size_t>(s.req.max_tokens)) return Finish(s, FinishReason::kLength);
   s.pending.assign(1, token);
   // The context is full: the token is emitted, but cannot be run through the model (it stays the tail).
-  if (options_.max_context != 0 && s.ctx.size() + 1 > options_.max_context) return Finish(s, FinishReason::kLength);
+  if (options_.max_context != 0 && s.held() + 1 > options_.max_context) return Finish(s, FinishReason::kLength);
 }
 
 void Engine::Preempt(Seq& s) {
@@ -621,11 +773,14 @@ void Engine::Finish(Seq& s, FinishReason reason, Status error) {
   if (s.done) return;
   s.done = true;
   hold_admission_ = false;
+  if (s.keep) SettleDraft(s);  // inside a verified draft: back to what plain decode would hold now
   if (s.session && reason == FinishReason::kError) ReturnSession(s);
   s.session_fork.Close();
   if (s.ctx.valid() && s.req.retain && s.ctx.size() > 0 &&
-      (reason == FinishReason::kStop || reason == FinishReason::kLength))
+      (reason == FinishReason::kStop || reason == FinishReason::kLength)) {
     (void)cache_->Retain(s.ctx);
+    if (drafts_) drafts_->Add(s.history);
+  }
   Event e;
   e.finished = true;
   e.reason = reason;

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/draft.h"
 #include "engine/logits_processor.h"
 #include "grammar/vocabulary.h"
 #include "kv/cache.h"
@@ -67,7 +68,22 @@ struct EngineOptions {
   // model's trained context); 0: no limit. A request whose context would start beyond it fails
   // (kInvalidArgument, detail kDetailContextLength); generation that reaches it ends (kLength).
   size_t max_context = 0;
+  // Speculative decoding (draft.h): a decoding request drafts tokens from text already seen and verifies
+  // them in one step, keeping those its own sampling picks; output is identical either way (DESIGN.md
+  // section 3 makes a verified token's logits those of plain decode). kAuto: on, and each request falls
+  // back to plain decode while its drafts are not accepted. Recurrent layers take rejected tokens back out
+  // of their chunked scans' pending tokens, so their drafts stop short of a chunk's end.
+  enum class Speculative { kAuto, kOff };
+  Speculative speculative = Speculative::kAuto;
+  size_t max_draft = 16;               // drafted tokens one step verifies, at most
+  size_t draft_index_tokens = 1 << 20;  // tokens of finished requests indexed for drafts (0: none)
+  // What one more token costs in a decode step, as a share of a one-token step: < 0 measured as decode
+  // runs (draft.h, StepCost); >= 0 fixed (tests and benchmarks that must draft whatever the machine's timing).
+  double draft_token_cost = -1;
 };
+
+// "auto" or "off" (--speculative); InvalidArgument naming the value otherwise.
+Result<EngineOptions::Speculative> ParseSpeculative(std::string_view name);
 
 // Status::detail() of a request refused for its length (EngineOptions::max_context).
 inline constexpr int kDetailContextLength = 3001;
@@ -85,6 +101,9 @@ struct EngineStats {
   uint64_t preempted = 0;  // requests that gave their memory back and resumed later
   uint64_t rejected = 0;   // Submit calls refused because the queue was full
   uint64_t unpinned = 0;   // pinned prefixes released to keep pins within max_pinned_share
+  uint64_t draft_steps = 0;            // steps that verified a draft
+  uint64_t draft_tokens = 0;           // tokens drafted and verified
+  uint64_t accepted_draft_tokens = 0;  // of them, tokens the request's sampling picked
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -131,6 +150,12 @@ struct Request {
   // before the prompt's last token itself, so that the same prompt sent again resumes with one token to
   // run (a match keeps at least one token to compute logits from). Ignored for other layouts.
   std::vector<size_t> checkpoints;
+  // false: this request never drafts (llamay_speculative: false); its output is the same either way.
+  bool speculative = true;
+  // Benchmarks only: drafts come from this known continuation, at the request's generated offset, and from
+  // no other source; `draft_length` > 0 fixes their length (else it adapts to what is accepted).
+  std::vector<int32_t> draft_oracle;
+  size_t draft_length = 0;
 };
 
 // One prompt token's log probability given the tokens before it (Request::prompt_logprobs).
@@ -144,6 +169,8 @@ struct Usage {
   size_t prompt_tokens = 0;
   size_t cached_tokens = 0;  // prompt tokens taken from the prefix tree or the session, not prefilled
   size_t completion_tokens = 0;
+  size_t draft_tokens = 0;           // tokens drafted and verified (speculative decoding)
+  size_t accepted_draft_tokens = 0;  // of them, tokens the sampling picked: generated without a step of their own
 };
 
 struct Event {
@@ -251,6 +278,14 @@ class Engine {
   // Puts a session back as it came (after an error, or before a preempted request waits).
   void ReturnSession(Seq& s);
   void Emit(Seq& s, int32_t token, std::span<const float> logits);
+  // Speculative decoding: fills s.verify with the last sampled token and a draft of at most `room` tokens;
+  // false when there is none (the request decodes one token).
+  bool Drafted(Seq& s, size_t room);
+  // Samples through a verified draft's rows (one per token of s.verify) as plain decode would, emitting
+  // each token, until the sampling departs from the draft; the context keeps what plain decode would hold.
+  void Verify(Seq& s, std::span<const float> rows);
+  // Takes the context back to the `keep` positions of a verification (the rejected tokens go).
+  void SettleDraft(Seq& s);
   // Detokenizes `token` into s's text; the part ready to send, and whether a stop sequence ended it.
   std::string TextOf(Seq& s, int32_t token, bool* stopped);
   // Records the prompt logprobs that a prefill chunk's rows (one per position from `start`) give.
@@ -287,6 +322,9 @@ class Engine {
   std::deque<std::vector<int32_t>> pinned_;
   size_t pinned_positions_ = 0;
   size_t max_pinned_positions_ = 0;
+  // Finished requests' tokens, a source of drafts (scheduler thread only).
+  std::unique_ptr<SuffixIndex> drafts_;
+  StepCost step_cost_;  // decode steps' time against their tokens: what a drafted token costs
   std::thread thread_;
 };
 

@@ -210,24 +210,44 @@ void Context::DropTail(ContextState* s, size_t n) {
   s->cache->ReleasePages(drop);
 }
 
-Status Context::Rollback(size_t n) {
-  LLAMAY_CHECK(s_) << "use of an empty Context";
-  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
-  std::unique_lock l(s_->mu);
-  if (n > s_->tokens.size())
-    return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " +
-                           std::to_string(s_->tokens.size()));
-  const StateGroups& groups = s_->cache->groups();
-  // 1. Windows: a query at n reads keys [n - w + 1, n); their pages must still be held.
+namespace {
+
+// Whether a context of this many tokens can go back to n: n within it, and (windows) the keys a query at n
+// reads, [n - w + 1, n), still held.
+Status CheckRollback(const internal::ContextState& s, size_t n) {
+  if (n > s.tokens.size())
+    return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " + std::to_string(s.tokens.size()));
+  const StateGroups& groups = s.cache->groups();
   for (size_t g = 0; g < groups.attention.size(); ++g) {
     const size_t w = groups.attention[g].window;
     if (w == 0 || n == 0) continue;
     const size_t first = n >= w ? n - w + 1 : 0;
-    if (first < s_->floor[g])
+    if (first < s.floor[g])
       return FailedPreconditionError("cannot roll back to position " + std::to_string(n) + ": the window of " +
                                      std::to_string(w) + " positions before it was released");
   }
-  // 2. The recurrent state: unchanged when it has not consumed past n, else a checkpoint at exactly n.
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Context::RollbackRewound(size_t n) {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  LLAMAY_RETURN_IF_ERROR(CheckRollback(*s_, n));
+  if (s_->cache->groups().has_recurrent()) s_->state_pos = std::min(s_->state_pos, n);
+  DropTail(s_, n);
+  return Status::Ok();
+}
+
+Status Context::Rollback(size_t n) {
+  LLAMAY_CHECK(s_) << "use of an empty Context";
+  LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
+  std::unique_lock l(s_->mu);
+  LLAMAY_RETURN_IF_ERROR(CheckRollback(*s_, n));
+  const StateGroups& groups = s_->cache->groups();
+  // The recurrent state: unchanged when it has not consumed past n, else a checkpoint at exactly n.
   Page* restore = nullptr;
   if (groups.has_recurrent() && n < s_->state_pos) {
     auto it = std::find_if(s_->checkpoints.begin(), s_->checkpoints.end(),

@@ -81,6 +81,11 @@ class Context {
   // (FailedPrecondition), and when n < state_position() and no checkpoint was taken at exactly n
   // (FailedPrecondition): the recurrent state then goes back to that checkpoint. Checkpoints past n go.
   Status Rollback(size_t n);
+  // Rollback for an owner that has already rewound the live recurrent slot in place to the state after n
+  // positions (a verified draft's rejected tokens, taken back by the model): the context keeps n positions
+  // and state_position() becomes n; no checkpoint is needed. The windows' condition is Rollback's.
+  // REQUIRES: n <= size() (else OutOfRange).
+  Status RollbackRewound(size_t n);
 
   // Recurrent state (layouts with recurrent layers; FailedPrecondition otherwise).
   // Positions the live slot has consumed.

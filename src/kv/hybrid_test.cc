@@ -139,6 +139,29 @@ TEST(Hybrid, RollbackNeedsACheckpointBelowTheState) {
   ExpectInvariants(*cache);
 }
 
+// The owner rewound the live slot itself (the model taking back a verified draft's rejected tokens): the
+// context drops the positions and the state position follows, with no checkpoint; the slot is untouched.
+TEST(Hybrid, RollbackRewoundNeedsNoCheckpoint) {
+  auto cache = MakeCache(HybridLayout());
+  Context c = cache->NewContext();
+  ASSERT_TRUE(c.Append(Iota(4)).ok());
+  Advance(c, 1);
+  ASSERT_TRUE(c.Checkpoint().ok());
+  ASSERT_TRUE(c.Append(Iota(5, 4)).ok());
+  Advance(c, 2);
+  EXPECT_EQ(c.state_position(), 9u);
+  EXPECT_EQ(c.Rollback(6).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.RollbackRewound(10).code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(c.RollbackRewound(6).ok());
+  EXPECT_EQ(c.size(), 6u);
+  EXPECT_EQ(c.state_position(), 6u);
+  EXPECT_EQ(StateTag(c), 2);  // what the owner left there
+  EXPECT_EQ(c.CheckpointPositions(), std::vector<size_t>({4}));
+  ASSERT_TRUE(c.RollbackRewound(3).ok());  // checkpoints past it go
+  EXPECT_TRUE(c.CheckpointPositions().empty());
+  ExpectInvariants(*cache);
+}
+
 TEST(Hybrid, ALongContextsCheckpointsStayBoundedAndSpanIt) {
   auto cache = MakeCache(HybridLayout());
   Context c = cache->NewContext();

@@ -100,6 +100,12 @@ class AttentionBlock {
 // [slot index][recurrent_layer_bytes] of its context's live slot: conv [d_conv-1][conv_channels] f32, then
 // the chunked scan's state (kernels/ssm_scan.h: the folded [n_head][head_dim][d_state], then the pending
 // tokens).
+// Appends one recurrent layer's part of a RecurrentUndo (model.h) for a sequence of n tokens, before its
+// conv and scan run: the layer's conv window and pending part, and the conv inputs x (rows of C floats,
+// x_stride apart).
+void SaveRecurrentUndo(const SsmParams& s, const float* conv_state, const float* x, int64_t x_stride, int64_t n,
+                       RecurrentUndo* undo);
+
 class Mamba2Block {
  public:
   explicit Mamba2Block(Step& step);

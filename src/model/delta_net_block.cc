@@ -48,6 +48,7 @@ void DeltaNetBlock::Run(uint32_t layer, const float* xn, std::span<uint8_t* cons
     float* conv_state = reinterpret_cast<float*>(states[q] + layer_offset);  // [K-1][C]
     float* delta_state = conv_state + s.conv_state_floats();  // the rule state (kernels/delta_rule.h)
     float* row0 = &qkv_[static_cast<size_t>(t0 * C)];
+    if (step_.batch[q].recurrent_undo) SaveRecurrentUndo(s, conv_state, row0, C, n, step_.batch[q].recurrent_undo);
     kernels::CausalConv1dArgs conv;
     conv.n_tokens = n;
     conv.channels = C;

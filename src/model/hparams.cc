@@ -368,6 +368,17 @@ uint64_t SsmParams::scan_state_floats() const {
                                   static_cast<int>(d_state), static_cast<int>(n_group)));
 }
 
+uint64_t SsmParams::folded_floats() const {
+  // Mamba-2: S [H][P][N]; the gated delta rule: S [Hv][Dk][Dv] (Hv = n_head, Dk = d_state, Dv = head_dim).
+  return uint64_t{n_head} * head_dim() * d_state;
+}
+
+std::array<uint64_t, 3> SsmParams::pending_slot_floats() const {
+  if (mixer == MixerKind::kGatedDeltaNet)  // k [Hk][Dk], delta [Hv][Dv], eg [Hv]
+    return {uint64_t{n_group} * d_state, uint64_t{n_head} * head_dim(), n_head};
+  return {uint64_t{n_head} * head_dim(), uint64_t{n_group} * d_state, n_head};  // xdt [H][P], B [G][N], dA [H]
+}
+
 kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,
                           uint32_t checkpoint_tokens) {
   kv::KvLayout l;

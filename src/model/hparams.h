@@ -36,6 +36,7 @@
 #ifndef LLAMAY_MODEL_HPARAMS_H_
 #define LLAMAY_MODEL_HPARAMS_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,6 +88,10 @@ struct SsmParams {
   // pending tokens' inputs).
   uint64_t conv_state_floats() const { return uint64_t{d_conv - 1} * conv_channels(); }
   uint64_t scan_state_floats() const;
+  // The chunked scan's state in parts: the folded state's floats, then (after kChunkHeaderFloats) three
+  // arrays of kRecurrentChunk slots, each slot of these many floats (the pending tokens' inputs).
+  uint64_t folded_floats() const;
+  std::array<uint64_t, 3> pending_slot_floats() const;
   uint64_t state_bytes() const { return 4 * (conv_state_floats() + scan_state_floats()); }
   // The state of the per-token scans before them: the conv window, then the folded state alone. Its
   // snapshots still load, zero-extended (kv::KvLayout::recurrent_legacy_layer_bytes): nothing pending.

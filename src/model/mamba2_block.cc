@@ -29,6 +29,7 @@ void Mamba2Block::Run(uint32_t layer, const float* xn, std::span<uint8_t* const>
     float* conv_state = reinterpret_cast<float*>(states[q] + layer_offset);  // [K-1][C]
     float* ssm_state = conv_state + s.conv_state_floats();  // the scan state (kernels/ssm_scan.h)
     float* row0 = &zxbcdt_[static_cast<size_t>(step_.seq_begin[q] * R)];
+    if (step_.batch[q].recurrent_undo) SaveRecurrentUndo(s, conv_state, row0 + DI, R, n, step_.batch[q].recurrent_undo);
     kernels::CausalConv1dArgs conv;
     conv.n_tokens = n;
     conv.channels = C;

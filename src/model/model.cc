@@ -1,10 +1,13 @@
 #include "model/model.h"
 
+#include <array>
+#include <limits>
 #include <optional>
 
 #include "base/check.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/recurrent_chunk.h"
 #include "model/blocks.h"
 
 namespace llamay::model {
@@ -45,8 +48,84 @@ Status Model::CheckBatch(std::span<const SeqInput> batch) const {
       return FailedPreconditionError("forward: the recurrent state holds " +
                                      std::to_string(in.context->state_position()) + " of the context's " +
                                      std::to_string(in.context->size()) + " positions");
+    if (in.recurrent_undo && in.tokens.size() > RewindableTokens(in.context->size()))
+      return InvalidArgumentError("forward: a step of " + std::to_string(in.tokens.size()) + " tokens from position " +
+                                  std::to_string(in.context->size()) + " cannot be taken back (at most " +
+                                  std::to_string(RewindableTokens(in.context->size())) + ")");
   }
   return Status::Ok();
+}
+
+size_t Model::RewindableTokens(size_t position) const {
+  if (!hp_.has_recurrent()) return std::numeric_limits<size_t>::max();
+  // A step whose last token lands on a chunk's last slot folds the chunk: that fold could not be undone.
+  return kernels::kRecurrentChunk - 1 - position % kernels::kRecurrentChunk;
+}
+
+namespace internal {
+
+// One recurrent layer's part of a RecurrentUndo: [K-1][C] conv window, the pending part (header and
+// slots), [n][C] conv inputs.
+void SaveRecurrentUndo(const SsmParams& s, const float* conv_state, const float* x, int64_t x_stride, int64_t n,
+                       RecurrentUndo* undo) {
+  const size_t C = s.conv_channels(), window = s.conv_state_floats();
+  const size_t pending = s.scan_state_floats() - s.folded_floats();
+  std::vector<float>& d = undo->data;
+  d.insert(d.end(), conv_state, conv_state + window);
+  const float* scan = conv_state + window;
+  d.insert(d.end(), scan + s.folded_floats(), scan + s.folded_floats() + pending);
+  for (int64_t t = 0; t < n; ++t) d.insert(d.end(), x + t * x_stride, x + t * x_stride + C);
+}
+
+}  // namespace internal
+
+Status Model::RewindRecurrent(kv::Context& ctx, size_t n, const RecurrentUndo& undo) const {
+  if (!hp_.has_recurrent()) return ctx.Rollback(n);
+  const size_t size = ctx.size(), T = undo.tokens;
+  if (size != undo.start + T || ctx.state_position() != size)
+    return FailedPreconditionError("rewind: the context is not as the recorded step left it");
+  if (n <= undo.start || n > size)
+    return OutOfRangeError("rewind to " + std::to_string(n) + " outside (" + std::to_string(undo.start) + ", " +
+                           std::to_string(size) + "]");
+  if (n == size) return Status::Ok();
+  const SsmParams& s = hp_.ssm;
+  const size_t C = s.conv_channels(), K1 = s.d_conv - 1, window = s.conv_state_floats();
+  const size_t folded = s.folded_floats(), pending = s.scan_state_floats() - folded;
+  const size_t per_layer = window + pending + T * C;
+  size_t layers = 0;
+  for (const kv::LayerSlot& slot : layer_slots_) layers += slot.kind == kv::LayerKind::kRecurrent;
+  if (undo.data.size() != layers * per_layer) return FailedPreconditionError("rewind: the record does not fit the model");
+  LLAMAY_ASSIGN_OR_RETURN(uint8_t* state, ctx.MutableState());
+  const size_t kept = n - undo.start;                              // tokens of the step that stay
+  const size_t m0 = undo.start % kernels::kRecurrentChunk;         // pending before the step
+  const std::array<uint64_t, 3> slot = s.pending_slot_floats();
+  const float* saved = undo.data.data();
+  for (const kv::LayerSlot& ls : layer_slots_) {
+    if (ls.kind != kv::LayerKind::kRecurrent) continue;
+    float* conv = reinterpret_cast<float*>(state + uint64_t{ls.index} * s.state_bytes());
+    const float* saved_window = saved;
+    const float* saved_pending = saved + window;
+    const float* inputs = saved + window + pending;
+    // The conv window: the last K-1 rows of (the window before the step, the kept tokens' inputs).
+    for (size_t i = 0; i < K1; ++i) {
+      const size_t g = kept + i;
+      const float* row = g < K1 ? saved_window + g * C : inputs + (g - K1) * C;
+      std::copy(row, row + C, conv + i * C);
+    }
+    // The pending part: the header as before the step with m0 + kept pending; the slots the dropped tokens
+    // wrote get back what they held (no fold happened: RewindableTokens).
+    float* head = conv + window + folded;
+    std::copy(saved_pending, saved_pending + kernels::kChunkHeaderFloats, head);
+    kernels::SetChunkPending(head, static_cast<int>(m0 + kept));
+    size_t array = kernels::kChunkHeaderFloats;
+    for (uint64_t w : slot) {
+      for (size_t p = m0 + kept; p < m0 + T; ++p)
+        std::copy(saved_pending + array + p * w, saved_pending + array + (p + 1) * w, head + array + p * w);
+      array += kernels::kRecurrentChunk * w;
+    }
+    saved += per_layer;
+  }
+  return ctx.RollbackRewound(n);
 }
 
 namespace {
@@ -80,6 +159,8 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
   //    (its KV pages, its recurrent slot): undone on failure, so nothing is half-applied, and no write
   //    below can fail for want of memory.
   LLAMAY_RETURN_IF_ERROR(CheckBatch(batch));
+  for (const SeqInput& in : batch)
+    if (in.recurrent_undo) *in.recurrent_undo = {in.context->size(), in.tokens.size(), {}};
   std::vector<size_t> old_sizes;
   for (const SeqInput& in : batch) old_sizes.push_back(in.context->size());
   auto undo = [&](size_t n) {
@@ -180,7 +261,7 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
   //     hold about window / page_tokens + 1 pages. Only after the step succeeded: the undo above needs them.
   if (!hp_.windows.empty())
     for (const SeqInput& in : batch)
-      if (!in.tokens.empty()) in.context->TrimWindows();
+      if (!in.tokens.empty() && !in.keep_windows) in.context->TrimWindows();
 
   // 5. Output: final norm and logits for the requested positions only.
   std::vector<float> rows;

@@ -39,10 +39,25 @@
 namespace llamay::model {
 
 // One sequence's share of a forward step.
+// What a step did to a context's recurrent layers, so that its last tokens can be taken back
+// (Model::RewindRecurrent): per recurrent layer, in layer order, the conv window and the chunked scan's
+// pending part (header and slots) as they were before the step, then the step's conv inputs.
+struct RecurrentUndo {
+  size_t start = 0;   // the context's size before the step
+  size_t tokens = 0;  // tokens the step ran
+  std::vector<float> data;
+};
+
 struct SeqInput {
   kv::Context* context = nullptr;   // receives the tokens; its layout must be the model's
   std::span<const int32_t> tokens;  // appended at context->size()
   bool all_logits = false;          // logits for every new token; otherwise for the last one only
+  // Sliding-window layers: keep the pages a query at the first new token reads, so the caller can still
+  // roll the context back into the step (a verified draft); it calls Context::TrimWindows itself after.
+  bool keep_windows = false;
+  // Recurrent layers: Forward records here what RewindRecurrent needs. The step must then be one that
+  // RewindableTokens allows (else InvalidArgument).
+  RecurrentUndo* recurrent_undo = nullptr;
 };
 
 class Model {
@@ -66,6 +81,16 @@ class Model {
   // On error every context is left as it was. A context of a model with recurrent layers must have its
   // state committed at its size (state_position() == size(), as Forward and Rollback leave it).
   Status Forward(std::span<const SeqInput> batch, std::vector<float>* logits) const;
+
+  // Speculative decoding on recurrent layers: the most tokens a step that starts at context position
+  // `position` may run and still be taken back by RewindRecurrent (no chunk of the scans folds inside it:
+  // kernels/recurrent_chunk.h); SIZE_MAX for a model without recurrent layers.
+  size_t RewindableTokens(size_t position) const;
+  // Takes back the last tokens of the step `undo` recorded, in place: the context then holds n positions
+  // and its recurrent state is, bit for bit, the state a step of only the first n - undo.start tokens
+  // would have left. Without recurrent layers, Context::Rollback. REQUIRES: the context is as that step
+  // left it, and undo.start < n <= its size (else FailedPrecondition / OutOfRange).
+  Status RewindRecurrent(kv::Context& ctx, size_t n, const RecurrentUndo& undo) const;
 
  private:
   Model(gguf::File file, HParams hp, Weights w, std::unique_ptr<kernels::ThreadPool> pool);

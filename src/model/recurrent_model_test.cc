@@ -319,6 +319,52 @@ TEST_P(RecurrentDeterminism, RollbackToACheckpointRecomputesExactly) {
   EXPECT_TRUE(Same(Steps(*model_, straight, more), Steps(*model_, ctx, more)));
 }
 
+// Speculative decoding's rollback: a step of T tokens recorded for undo, then taken back to keep k of them,
+// leaves the recurrent state byte for byte as a step of only those k tokens (conv window, pending count,
+// every pending slot, stale ones too) and continues with the same logits; at every chunk phase, for every
+// k. A step that could fold a chunk is refused, and so is a rewind of a context the step did not leave.
+TEST_P(RecurrentDeterminism, RewindOfAStepIsExactAtEveryChunkPhase) {
+  auto cache = NewCache(*model_, 16, 0);
+  const size_t state_bytes = cache->groups().recurrent.page_bytes;
+  auto state_of = [&](const kv::Context& c) {
+    return std::vector<uint8_t>(c.StateData(), c.StateData() + state_bytes);
+  };
+  for (size_t start : {size_t{20}, size_t{32}, size_t{37}, size_t{45}}) {
+    const size_t room = model_->RewindableTokens(start);
+    EXPECT_EQ(room, 15 - start % 16) << start;
+    if (room < 2) continue;
+    for (size_t keep = 1; keep < room; keep += 3) {
+      kv::Context spec = cache->NewContext();
+      Steps(*model_, spec, std::span(prompt_).first(start), false);
+      RecurrentUndo undo;
+      std::vector<float> logits;
+      SeqInput in{&spec, std::span(prompt_).subspan(start, room), true, false, &undo};
+      ASSERT_TRUE(model_->Forward(std::span(&in, 1), &logits).ok());
+      ASSERT_TRUE(model_->RewindRecurrent(spec, start + keep, undo).ok()) << start << " " << keep;
+      EXPECT_EQ(spec.size(), start + keep);
+      EXPECT_EQ(spec.state_position(), start + keep);
+      kv::Context plain = cache->NewContext();
+      Steps(*model_, plain, std::span(prompt_).first(start), false);
+      Steps(*model_, plain, std::span(prompt_).subspan(start, keep), false);
+      EXPECT_TRUE(state_of(spec) == state_of(plain)) << "start " << start << ", keep " << keep;
+      const std::vector<int32_t> more = {5, 6, 7, 8};
+      EXPECT_TRUE(Same(Steps(*model_, plain, more), Steps(*model_, spec, more))) << start << " " << keep;
+    }
+  }
+  // Refused: a step that reaches a chunk's last slot, and a rewind of a context grown since.
+  kv::Context ctx = cache->NewContext();
+  Steps(*model_, ctx, std::span(prompt_).first(40), false);
+  RecurrentUndo undo;
+  std::vector<float> logits;
+  SeqInput too_long{&ctx, std::span(prompt_).subspan(40, 8), true, false, &undo};
+  EXPECT_EQ(model_->Forward(std::span(&too_long, 1), &logits).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ctx.size(), 40u);
+  SeqInput ok{&ctx, std::span(prompt_).subspan(40, 4), true, false, &undo};
+  ASSERT_TRUE(model_->Forward(std::span(&ok, 1), &logits).ok());
+  Steps(*model_, ctx, std::span(prompt_).subspan(44, 1), false);
+  EXPECT_EQ(model_->RewindRecurrent(ctx, 42, undo).code(), StatusCode::kFailedPrecondition);
+}
+
 // A context matched in the prefix tree starts from a cached recurrent state (a checkpoint, or the live slot
 // of a retained context) and continues with the bits of a context that computed everything itself.
 TEST_P(RecurrentDeterminism, PrefixTreeReuseContinuesExactly) {

@@ -40,6 +40,14 @@ Status OptIntImpl(const json& body, const char* key, int64_t lo, int64_t hi, int
   return Status::Ok();
 }
 
+Status ParseSpeculative(const json& body, Conversation* c) {
+  auto it = body.find("llamay_speculative");
+  if (it == body.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) return InvalidArgumentError("'llamay_speculative' must be a boolean");
+  c->speculative = it->get<bool>();
+  return Status::Ok();
+}
+
 Status ParseSeed(const json& body, sampling::SamplingParams* sp) {
   auto it = body.find("seed");
   if (it == body.end() || it->is_null()) return Status::Ok();

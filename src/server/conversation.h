@@ -92,6 +92,7 @@ struct Conversation {
   std::string store_as;
   bool retain_prefix = false;
   bool stream = false;
+  bool speculative = true;  // llamay_speculative: false turns speculative decoding off for this request
 };
 
 // ---- JSON field readers shared by the surfaces ----------------------------------------------------------
@@ -115,6 +116,9 @@ Status OptInt(const json& body, const char* key, int64_t lo, int64_t hi, T* out)
   *out = static_cast<T>(v);
   return Status::Ok();
 }
+
+// `llamay_speculative`: a boolean, every surface (false: this request decodes without drafts).
+Status ParseSpeculative(const json& body, Conversation* c);
 
 // `seed`: any 64-bit integer (a negative one taken as its two's complement, as other servers do).
 Status ParseSeed(const json& body, sampling::SamplingParams* sp);

@@ -286,6 +286,8 @@ GenerationUsage Generation::usage() const {
   for (const ChoiceResult& r : choices_) {
     u.completion_tokens += r.usage.completion_tokens;
     u.reasoning_tokens += r.reasoning_tokens;
+    u.draft_tokens += r.usage.draft_tokens;
+    u.accepted_draft_tokens += r.usage.accepted_draft_tokens;
   }
   u.prompt_tokens = choices_[0].usage.prompt_tokens;
   u.cached_tokens = choices_.size() > 1 ? impl_->prefill_cached : choices_[0].usage.cached_tokens;
@@ -326,6 +328,7 @@ engine::Request Generation::BaseRequest(size_t i) {
   r.top_logprobs = c.top_logprobs;
   r.ignore_eos = c.ignore_eos;
   r.pin_prefix = c.retain_prefix;
+  r.speculative = c.speculative;
   r.stop = c.stop;
   r.checkpoints = impl_->boundaries;
   Impl& g = *impl_;

@@ -87,6 +87,8 @@ struct GenerationUsage {
   size_t cached_tokens = 0;
   size_t completion_tokens = 0;
   size_t reasoning_tokens = 0;
+  size_t draft_tokens = 0;           // speculative decoding: tokens drafted and verified
+  size_t accepted_draft_tokens = 0;  // of them, tokens generated without a step of their own
 };
 
 class Generation {

@@ -190,6 +190,7 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
     sp.repeat_penalty = 1;
     LLAMAY_RETURN_IF_ERROR(OptInt(body, "top_k", 0, INT32_MAX, &sp.top_k));
     LLAMAY_RETURN_IF_ERROR(ParseSeed(body, &sp));  // not Anthropic's; accepted as the OpenAI routes do
+    LLAMAY_RETURN_IF_ERROR(ParseSpeculative(body, c));
     LLAMAY_RETURN_IF_ERROR(sp.Validate());
     if (body.contains("thinking") && body["thinking"].is_object()) {
       const json& t = body["thinking"];
@@ -340,7 +341,8 @@ class MessagesWire : public WireFormat {
   static json Usage(const Generation& g) {
     const GenerationUsage u = g.usage();
     return {{"input_tokens", u.prompt_tokens - u.cached_tokens}, {"output_tokens", u.completion_tokens},
-            {"cache_read_input_tokens", u.cached_tokens}, {"cache_creation_input_tokens", 0}};
+            {"cache_read_input_tokens", u.cached_tokens}, {"cache_creation_input_tokens", 0},
+            {"llamay_draft_tokens", u.draft_tokens}, {"llamay_accepted_draft_tokens", u.accepted_draft_tokens}};
   }
 
   std::string id_, model_;

@@ -118,6 +118,7 @@ Status ParseCommon(const json& body, const std::string& raw, Conversation* c) {
   c->stream = Opt(body, "stream", true);
   LLAMAY_RETURN_IF_ERROR(ParseOptions(body, c));
   LLAMAY_RETURN_IF_ERROR(ParseFormat(body, raw, c));
+  LLAMAY_RETURN_IF_ERROR(ParseSpeculative(body, c));
   return ParseThink(body, c);
 }
 
@@ -261,6 +262,8 @@ class OllamaWire : public WireFormat {
     (*out)["prompt_eval_duration"] = ns(first - start_);
     (*out)["eval_count"] = u.completion_tokens;
     (*out)["eval_duration"] = ns(now - first);
+    (*out)["llamay_draft_tokens"] = u.draft_tokens;
+    (*out)["llamay_accepted_draft_tokens"] = u.accepted_draft_tokens;
   }
 
   std::string model_;

@@ -59,7 +59,7 @@ Status ParseLlamayExtensions(const json& body, Conversation* c) {
     c->session = body["llamay_session"];
   }
   if (body.contains("llamay_retain_prefix")) c->retain_prefix = Opt(body, "llamay_retain_prefix", false);
-  return Status::Ok();
+  return ParseSpeculative(body, c);
 }
 
 json OpenAiUsageJson(const GenerationUsage& u) {
@@ -67,7 +67,9 @@ json OpenAiUsageJson(const GenerationUsage& u) {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-              {"llamay_cached_prompt_tokens", u.cached_tokens}};
+              {"llamay_cached_prompt_tokens", u.cached_tokens},
+              {"llamay_draft_tokens", u.draft_tokens},
+              {"llamay_accepted_draft_tokens", u.accepted_draft_tokens}};
   if (u.reasoning_tokens > 0) out["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
   return out;
 }

@@ -303,6 +303,7 @@ Status ParseRequest(Server& server, const json& body, const std::string& raw, Co
     LLAMAY_RETURN_IF_ERROR(OptInt(body, "thinking_budget_tokens", 0, 1 << 20, &c->reasoning.budget));
     c->cache_key = Opt<std::string>(body, "prompt_cache_key", "");
     if (body.contains("llamay_retain_prefix")) c->retain_prefix = Opt(body, "llamay_retain_prefix", false);
+    LLAMAY_RETURN_IF_ERROR(ParseSpeculative(body, c));
     json& e = rr->echo;
     e["instructions"] = instructions.empty() ? json(nullptr) : json(instructions);
     e["max_output_tokens"] = body.contains("max_output_tokens") ? body["max_output_tokens"] : json(nullptr);
@@ -613,7 +614,9 @@ class ResponsesWire : public WireFormat {
                     {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
                     {"output_tokens", u.completion_tokens},
                     {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
-                    {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+                    {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                    {"llamay_draft_tokens", u.draft_tokens},
+                    {"llamay_accepted_draft_tokens", u.accepted_draft_tokens}};
     // The text of the message items, as the SDKs' output_text (they compute it too; curl users read it).
     std::string text;
     for (const json& item : out["output"])

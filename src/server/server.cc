@@ -309,6 +309,10 @@ void Server::Routes() {
     metric("llamay_requests_preempted_total", "counter", es.preempted, "Requests that gave back their KV memory and resumed");
     metric("llamay_requests_rejected_total", "counter", es.rejected, "Requests refused with 429 (queue full)");
     metric("llamay_prefix_pins_released_total", "counter", es.unpinned, "Pinned prefixes released to stay within their share");
+    metric("llamay_speculative_steps_total", "counter", es.draft_steps, "Decode steps that verified a draft");
+    metric("llamay_draft_tokens_total", "counter", es.draft_tokens, "Drafted tokens verified (speculative decoding)");
+    metric("llamay_accepted_draft_tokens_total", "counter", es.accepted_draft_tokens,
+           "Drafted tokens accepted: generated without a decode step of their own");
     res.set_content(out, "text/plain; version=0.0.4");
   });
   RegisterContextRoutes(*this, h);

@@ -62,11 +62,11 @@ struct Served {
 };
 
 // `model` behind a server on a loopback port.
-inline Served Serve(std::unique_ptr<model::Model> model) {
+inline Served Serve(std::unique_ptr<model::Model> model, const engine::EngineOptions& eo = {}) {
   Served s;
   auto tok = tokenizer::Tokenizer::FromGguf(model->file());
   EXPECT_TRUE(tok.ok());
-  auto e = engine::Engine::Create(std::move(model), std::move(*tok), {});
+  auto e = engine::Engine::Create(std::move(model), std::move(*tok), eo);
   EXPECT_TRUE(e.ok());
   s.engine = std::move(*e);
   ServerOptions o;

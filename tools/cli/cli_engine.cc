@@ -14,6 +14,7 @@ Result<std::unique_ptr<Engine>> OpenCliEngine(const CliEngineOptions& o) {
   opts.kv_memory_bytes = size_t{64} << 30;  // the command's own sessions: bounded by what they need
   opts.max_context = o.ctx_size;
   opts.prefill_chunk = o.prefill_chunk;
+  opts.speculative = o.speculative;
   return Engine::Open(opts);
 }
 

@@ -19,6 +19,7 @@ struct CliEngineOptions {
   std::string kv_precision = "f16";
   size_t ctx_size = 0;  // 0: the model's trained context
   size_t prefill_chunk = 256;
+  std::string speculative = "auto";  // --speculative auto|off
 };
 
 // InvalidArgument for a bad option; the loader's errors for the model file. Callers exit 2 on failure.

@@ -32,6 +32,7 @@ struct RunOptions {
   std::vector<std::string> stop;
   std::string json_schema, grammar;  // files
   size_t ctx_size = 0;               // 0: the model's trained context
+  std::string speculative = "auto";
 };
 
 // --json-schema FILE or --grammar FILE as the session's constraint.
@@ -50,7 +51,7 @@ Status Constrain(const RunOptions& o, Session& session) {
 int RunGenerate(const RunOptions& o) {
   if (o.batch == 0) return Fail(InvalidArgumentError("--batch must be positive"), kExitBadInput);
   if (Status s = o.sampling.Validate(); !s.ok()) return Fail(s, kExitBadInput);  // before a long load
-  auto engine = OpenCliEngine({o.model, o.threads, o.page_tokens, o.kv_precision, o.ctx_size, o.batch});
+  auto engine = OpenCliEngine({o.model, o.threads, o.page_tokens, o.kv_precision, o.ctx_size, o.batch, o.speculative});
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   std::unique_ptr<Session> session = (*engine)->NewSession();
   if (Status s = Constrain(o, *session); !s.ok()) return Fail(s, kExitBadInput);
@@ -81,6 +82,8 @@ int RunGenerate(const RunOptions& o) {
                computed, FormatDuration(prefill_s).c_str(), static_cast<double>(computed) / std::max(prefill_s, 1e-9),
                out->tokens.size(), FormatDuration(decode_s).c_str(),
                static_cast<double>(out->tokens.size()) / std::max(decode_s, 1e-9));
+  if (out->draft_tokens > 0)
+    std::fprintf(stderr, "speculative: %zu of %zu drafted tokens accepted\n", out->accepted_draft_tokens, out->draft_tokens);
   return kExitOk;
 }
 
@@ -115,6 +118,10 @@ void AddModelCommands(CLI::App& app, int* exit_code) {
   run->add_option("--stop", ro->stop, "Stop where the text contains this (repeatable)");
   run->add_option("--json-schema", ro->json_schema, "Constrain the output to this JSON Schema (a file)");
   run->add_option("--grammar", ro->grammar, "Constrain the output to this GBNF grammar (a file)");
+  run->add_option("--speculative", ro->speculative,
+                  "auto: draft tokens from text already seen and verify them in one step (same output); off: never")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   run->callback([ro, exit_code] { *exit_code = RunGenerate(*ro); });
 }
 

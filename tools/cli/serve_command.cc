@@ -40,6 +40,7 @@ struct ServeOptions {
   double drain_seconds = 5;
   std::string chat_template_file;  // a template instead of the model's
   int reasoning_budget = -1;
+  std::string speculative = "auto";
 };
 
 // Waits in its own thread for a second SIGINT/SIGTERM during the shutdown and exits at once.
@@ -74,6 +75,9 @@ int RunServe(const ServeOptions& o) {
   eo.max_active = o.max_active;
   eo.max_queue = o.max_queue;
   eo.max_context = o.ctx_size != 0 ? o.ctx_size : m->model->hparams().n_ctx_train;
+  auto speculative = engine::ParseSpeculative(o.speculative);
+  if (!speculative.ok()) return Fail(speculative.status(), kExitBadInput);
+  eo.speculative = *speculative;
   auto engine = engine::Engine::Create(std::move(m->model), std::move(m->tokenizer), eo);
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   std::unique_ptr<engine::SnapshotStore> snapshot_store;
@@ -177,6 +181,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                 "Snapshot store for /v1/contexts/{id}/push and restore by name: a directory or s3://bucket/prefix "
                 "(credentials from the AWS environment; docs/store.md)");
   s->add_option("-t,--threads", o->threads, "Compute threads (0: one per core)")->capture_default_str();
+  s->add_option("--speculative", o->speculative,
+                "auto: decode drafts tokens from text already seen and verifies them in one step, the output "
+                "unchanged (per request: llamay_speculative); off: never")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
   s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();
   s->add_option("--max-queue", o->max_queue, "Requests that may wait; beyond it, 429")->capture_default_str();
