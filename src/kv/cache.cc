@@ -290,6 +290,7 @@ CacheStats Cache::Stats() const {
   s.tree_bytes = tree_->bytes();
   s.tree_evictions = tree_->evictions();
   s.tree_checkpoints = tree_->checkpoints();
+  s.tree_hits = tree_->hits();
   std::lock_guard l(pool_mu_);
   s.page_bytes = options_.layout.page_bytes();
   s.pages_live = live_.size();

@@ -48,6 +48,7 @@
 
 #include "base/status.h"
 #include "kv/context.h"
+#include "kv/inspect.h"
 #include "kv/layout.h"
 
 namespace llamay::kv {
@@ -85,6 +86,7 @@ struct CacheStats {
   size_t tree_bytes = 0;    // distinct pages held by tree entries and checkpoints
   size_t tree_checkpoints = 0;
   uint64_t tree_evictions = 0;  // entries and checkpoints
+  uint64_t tree_hits = 0;       // matches that reused at least one token
 };
 
 struct MatchResult {
@@ -137,6 +139,13 @@ class Cache {
   // The tokens of the entry (or checkpoint node) EvictOne would remove, and whether it is a checkpoint.
   std::optional<std::pair<std::vector<int32_t>, bool>> NextVictimOf() const;
   std::optional<std::vector<int32_t>> NextVictim() const;
+
+  // Views for tools that show the state (inspect.h). Each takes tree_mu_ (and for the pool pool_mu_ too)
+  // for one pass over what it describes.
+  PoolView InspectPool() const;
+  TreeView InspectTree(const TreeViewOptions& options = {}) const;
+  // Serials of the pages the prefix tree holds (its entries' pages and its checkpoints), ascending.
+  std::vector<uint64_t> TreePageSerials() const;
 
   // Checks every invariant of pages, arena, contexts and tree (see docs/design.md); an Internal status
   // names the first that fails. REQUIRES: no other thread is using the cache.

@@ -41,6 +41,48 @@ TEST(Concurrency, SixteenThreadsForkOneParent) {
   EXPECT_EQ(cache->Stats().pages_live, parent.n_pages());
 }
 
+// The views of inspect.h race forks, writes, retains, matches, evictions and closes: each stays whole
+// (the pool's classes cover every live page it saw; a context's view has a page list its size implies).
+TEST(Concurrency, InspectionRacesTheOperationsItDescribes) {
+  auto cache = MakeCache(SmallLayout(4), 0, /*max_bytes=*/64 * SmallLayout(4).page_bytes());
+  Context parent = cache->NewContext();
+  Fill(parent, 13, 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        Context b = parent.Fork();
+        const size_t pos = static_cast<size_t>(t * 7 + i) % 13;
+        if (!b.WriteRow(pos, 0, KvKind::kKey, RowValues(b.layout(), pos, 0, KvKind::kKey, t)).ok()) ++bad;
+        if (!b.Append(Iota(1 + i % 5, 100 * t)).ok()) ++bad;
+        if (!cache->Retain(b, i % 7 == 0).ok()) ++bad;
+        cache->Match(b.tokens());
+        if (i % 3 == 0) cache->EvictOne();
+        if (i % 11 == 0) cache->SetPinned(b.tokens(), false);
+      }
+    });
+  }
+  std::thread inspector([&] {
+    while (!stop.load()) {
+      const PoolView p = cache->InspectPool();
+      if (p.evictable.pages > p.prefix_only.pages) ++bad;
+      const TreeView v = cache->InspectTree();
+      for (size_t i = 1; i < v.nodes.size(); ++i)
+        if (v.nodes[i].parent < 0 || static_cast<size_t>(v.nodes[i].parent) >= i) ++bad;
+      const ContextView c = parent.Inspect();
+      if (c.groups.size() != 1 || c.groups[0].size() != 4) ++bad;
+      (void)cache->TreePageSerials();
+    }
+  });
+  for (auto& w : workers) w.join();
+  stop = true;
+  inspector.join();
+  EXPECT_EQ(bad.load(), 0);
+  ExpectInvariants(*cache);
+}
+
 // Snapshot and restore of one branch race a writer that keeps rewriting the shared prefix through
 // another branch: every snapshot reads exactly the first branch's values.
 TEST(Concurrency, SnapshotRestoreRacesAWriterOfTheSharedPrefix) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kv/inspect.h"
 #include "kv/layout.h"
 
 namespace llamay::kv {
@@ -62,6 +63,9 @@ class Context {
   // Bytes this context holds (shared or not): its KV pages, its live recurrent slot and its checkpoints.
   size_t bytes() const;
   std::vector<int32_t> tokens() const;
+  // Its pages with their serials and refcounts, and its recurrent state (inspect.h); one pass under the
+  // context's shared lock.
+  ContextView Inspect() const;
   const KvLayout& layout() const;
   Cache* cache() const;
 

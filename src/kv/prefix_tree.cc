@@ -1,6 +1,8 @@
 #include "kv/prefix_tree.h"
 
 #include <algorithm>
+#include <chrono>
+#include <queue>
 #include <string>
 
 #include "kv/cache.h"
@@ -23,11 +25,36 @@ struct PrefixTree::Node {
   uint64_t cp_vtick = 0;  // the tick under which it is filed in checkpoints_
   bool cp_indexed = false;    // filed in checkpoints_ under cp_tick
   bool cp_protected = false;  // counted in protected_checkpoints_ (at a pinned entry)
+  uint64_t id = 0;            // stable while the node lives; the root's is 0
+  uint64_t hits_full = 0;     // matches that reused the whole edge
+  std::map<uint32_t, uint64_t> ends;  // offset k into the edge (0 < k < edge.size()) -> matches ended there
+  int64_t last_hit_ms = 0;    // wall clock of the last match that reused any of the edge; 0: never
   bool entry() const { return ctx.valid(); }
   bool has_cp() const { return cp.state != nullptr; }
 };
 
 namespace {
+
+// Offsets into one edge at which ended matches are counted separately (see "Hits" in the header).
+constexpr size_t kMaxHitEnds = 16;
+
+int64_t NowMs() {
+  using std::chrono::duration_cast, std::chrono::milliseconds, std::chrono::system_clock;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// Counts `n` matches that ended k tokens into an edge.
+void AddEnd(std::map<uint32_t, uint64_t>& ends, uint32_t k, uint64_t n) {
+  if (n == 0) return;
+  if (auto it = ends.find(k); it != ends.end() || ends.size() < kMaxHitEnds) {
+    ends[k] += n;
+    return;
+  }
+  // Full: the nearest offset below k takes them (they reused at least that much), else the lowest.
+  auto it = ends.lower_bound(k);
+  if (it != ends.begin()) --it;
+  it->second += n;
+}
 
 size_t CommonPrefix(const std::vector<int32_t>& edge, std::span<const int32_t> rest) {
   size_t n = std::min(edge.size(), rest.size()), k = 0;
@@ -40,6 +67,71 @@ size_t CommonPrefix(const std::vector<int32_t>& edge, std::span<const int32_t> r
 PrefixTree::PrefixTree(Cache* cache) : cache_(cache), root_(std::make_unique<Node>()) {}
 
 PrefixTree::~PrefixTree() { Clear(); }
+
+std::unique_ptr<PrefixTree::Node> PrefixTree::NewNode() {
+  auto n = std::make_unique<Node>();
+  n->id = next_node_id_++;
+  return n;
+}
+
+uint64_t PrefixTree::Hits(const Node* n) {
+  uint64_t h = n->hits_full;
+  for (const auto& [k, count] : n->ends) h += count;
+  return h;
+}
+
+void PrefixTree::SplitHits(Node* mid, Node* c, size_t k) {
+  // Matches that reached offset k or beyond covered the upper part whole; those that ended before it end
+  // inside the upper part; those that ended past it end inside the lower part, k tokens earlier.
+  mid->hits_full = c->hits_full;
+  mid->last_hit_ms = c->last_hit_ms;
+  std::map<uint32_t, uint64_t> lower;
+  for (const auto& [off, count] : c->ends) {
+    if (off < k) {
+      mid->ends[off] = count;
+    } else {
+      mid->hits_full += count;
+      if (off > k) lower[static_cast<uint32_t>(off - k)] = count;
+    }
+  }
+  c->ends = std::move(lower);
+}
+
+void PrefixTree::MergeHits(const Node* n, Node* child) {
+  // The merged node keeps the child's full and ended matches (shifted past n's edge), n's ended matches,
+  // and, as matches that ended at offset |n's edge|, those that covered n but did not enter the child.
+  const uint32_t a = static_cast<uint32_t>(n->edge.size());
+  std::map<uint32_t, uint64_t> ends = n->ends;
+  uint64_t into_child = child->hits_full;
+  for (const auto& [off, count] : child->ends) {
+    AddEnd(ends, a + off, count);
+    into_child += count;
+  }
+  AddEnd(ends, a, n->hits_full > into_child ? n->hits_full - into_child : 0);
+  child->ends = std::move(ends);
+  child->last_hit_ms = std::max(child->last_hit_ms, n->last_hit_ms);
+}
+
+void PrefixTree::RecordHit(std::span<const int32_t> tokens, size_t matched) {
+  if (matched == 0) return;
+  ++hits_;
+  const int64_t now = NowMs();
+  Node* n = root_.get();
+  size_t i = 0;
+  while (i < matched) {
+    auto it = n->children.find(tokens[i]);
+    if (it == n->children.end()) return;  // cannot happen: tokens[0, matched) is a path of the tree
+    Node* c = it->second.get();
+    c->last_hit_ms = now;
+    if (matched - i < c->edge.size()) {
+      AddEnd(c->ends, static_cast<uint32_t>(matched - i), 1);
+      return;
+    }
+    ++c->hits_full;
+    i += c->edge.size();
+    n = c;
+  }
+}
 
 void PrefixTree::Hold(const Page* p, int delta) {
   if (delta > 0) {
@@ -105,11 +197,12 @@ PrefixTree::Node* PrefixTree::NodeAtDepth(Node* leaf, size_t depth) {
   // depth falls inside c's edge: split it, a node without an entry takes the first part.
   Node* p = c->parent;
   const size_t k = depth - p->depth;
-  auto mid = std::make_unique<Node>();
+  auto mid = NewNode();
   mid->edge.assign(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
   mid->parent = p;
   mid->depth = depth;
   mid->best = c->best;
+  SplitHits(mid.get(), c, k);
   auto it = p->children.find(c->edge[0]);
   std::unique_ptr<Node> c_owned = std::move(it->second);
   c->edge.erase(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
@@ -165,7 +258,7 @@ void PrefixTree::Insert(Context ctx, bool pin, std::vector<Checkpoint> checkpoin
     std::span<const int32_t> rest(toks.data() + i, toks.size() - i);
     auto it = n->children.find(rest[0]);
     if (it == n->children.end()) {
-      auto leaf = std::make_unique<Node>();
+      auto leaf = NewNode();
       leaf->edge.assign(rest.begin(), rest.end());
       leaf->parent = n;
       leaf->depth = toks.size();
@@ -184,11 +277,12 @@ void PrefixTree::Insert(Context ctx, bool pin, std::vector<Checkpoint> checkpoin
       continue;
     }
     // Split c's edge after k tokens: a node without an entry takes the shared part.
-    auto mid = std::make_unique<Node>();
+    auto mid = NewNode();
     mid->edge.assign(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
     mid->parent = n;
     mid->depth = n->depth + k;
     mid->best = c->best;
+    SplitHits(mid.get(), c, k);
     std::unique_ptr<Node> c_owned = std::move(it->second);
     c->edge.erase(c->edge.begin(), c->edge.begin() + static_cast<ptrdiff_t>(k));
     c->parent = mid.get();
@@ -249,6 +343,7 @@ TreeMatch PrefixTree::Match(std::span<const int32_t> tokens) {
     LLAMAY_CHECK(e != nullptr && e->entry()) << "subtree without an entry";
     if (!WindowsHeld(e->ctx, i)) return {};
     Touch(e);
+    RecordHit(tokens, i);
     return {&e->ctx, i, nullptr};
   }
   // A recurrent state resumes only where a checkpoint was taken: the deepest one whose entry still
@@ -261,6 +356,7 @@ TreeMatch PrefixTree::Match(std::span<const int32_t> tokens) {
     Touch(e);
     c->cp_tick = ++tick_;
     ReindexCheckpoint(c);
+    RecordHit(tokens, c->depth);
     return {&e->ctx, c->depth, c->cp.state};
   }
   return {};
@@ -347,6 +443,7 @@ void PrefixTree::FixBestUpward(Node* start, Node* removed) {
 PrefixTree::Node* PrefixTree::Collapse(Node* n) {
   Node* p = n->parent;
   std::unique_ptr<Node> child = std::move(n->children.begin()->second);
+  MergeHits(n, child.get());
   child->edge.insert(child->edge.begin(), n->edge.begin(), n->edge.end());
   child->parent = p;
   p->children[n->edge[0]] = std::move(child);  // destroys n
@@ -462,6 +559,107 @@ std::unordered_map<const Page*, uint32_t> PrefixTree::CheckpointHolds() const {
   return out;
 }
 
+TreeView PrefixTree::Inspect(const TreeViewOptions& o) const {
+  TreeView v;
+  v.nodes_total = nodes_;
+  v.entries = entries_;
+  const size_t P = cache_->layout().page_tokens;
+  const size_t groups = cache_->groups().attention.size();
+  auto head = [&](const std::vector<int32_t>& t) {
+    const size_t n = std::min(t.size(), o.edge_head);
+    return std::vector<int32_t>(t.begin(), t.begin() + static_cast<ptrdiff_t>(n));
+  };
+  // Breadth first, so that the caps cut the deepest and least hit parts, never the levels near the root.
+  struct Item {
+    const Node* n;
+    int64_t parent;
+    size_t level;
+  };
+  std::queue<Item> queue;
+  queue.push({root_.get(), -1, 0});
+  while (!queue.empty()) {
+    const Item it = queue.front();
+    queue.pop();
+    if (v.nodes.size() >= o.max_nodes) {
+      v.truncated = true;
+      break;
+    }
+    const Node* n = it.n;
+    TreeNodeView& nv = v.nodes.emplace_back();
+    nv.id = n->id;
+    nv.parent = it.parent;
+    nv.level = it.level;
+    nv.edge = head(n->edge);
+    nv.edge_tokens = n->edge.size();
+    nv.depth = n->depth;
+    if (!n->edge.empty()) nv.pages = ((n->depth + P - 1) / P - (n->depth - n->edge.size()) / P) * groups;
+    nv.hits = Hits(n);
+    nv.last_hit_ms = n->last_hit_ms;
+    nv.entry = n->entry();
+    nv.pinned = n->entry() && n->pinned;
+    nv.checkpoint = n->has_cp();
+    nv.children = n->children.size();
+    if (n->children.empty()) continue;
+    if (it.level >= o.max_depth) {
+      v.truncated = true;
+      continue;
+    }
+    std::vector<const Node*> kids;
+    for (const auto& [key, child] : n->children) kids.push_back(child.get());
+    if (kids.size() > o.max_children) {
+      // The most hit are shown, in their usual order (by first token) so that a view is stable.
+      auto more_hits = [](const Node* a, const Node* b) { return Hits(a) > Hits(b); };
+      auto first_token = [](const Node* a, const Node* b) { return a->edge[0] < b->edge[0]; };
+      std::stable_sort(kids.begin(), kids.end(), more_hits);
+      kids.resize(o.max_children);
+      std::sort(kids.begin(), kids.end(), first_token);
+      v.truncated = true;
+    }
+    const int64_t self = static_cast<int64_t>(v.nodes.size() - 1);
+    for (const Node* k : kids) queue.push({k, self, it.level + 1});
+  }
+  // The most hit prefixes, over the whole tree (not only the part shown).
+  std::vector<const Node*> hot;
+  std::vector<const Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    const uint64_t h = Hits(n);
+    bool child_as_hot = false;
+    for (const auto& [key, child] : n->children) {
+      stack.push_back(child.get());
+      child_as_hot = child_as_hot || Hits(child.get()) == h;
+    }
+    if (n != root_.get() && h > 0 && !child_as_hot) hot.push_back(n);
+  }
+  auto hotter = [](const Node* a, const Node* b) {
+    const uint64_t ha = Hits(a), hb = Hits(b);
+    return ha != hb ? ha > hb : a->depth != b->depth ? a->depth > b->depth : a->id < b->id;
+  };
+  const size_t top = std::min(hot.size(), o.top);
+  std::partial_sort(hot.begin(), hot.begin() + static_cast<ptrdiff_t>(top), hot.end(), hotter);
+  for (size_t i = 0; i < top; ++i) {
+    const Node* n = hot[i];
+    v.top.push_back({n->id, head(PathTokens(n)), head(n->edge), n->depth, Hits(n), n->last_hit_ms});
+  }
+  return v;
+}
+
+std::unordered_set<const Page*> PrefixTree::ProtectedPages() const {
+  std::unordered_set<const Page*> out;
+  std::vector<const Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n->entry() && n->pinned)
+      for (const Page* p : n->ctx.s_->pages.flat())
+        if (p != nullptr) out.insert(p);
+    if (n->has_cp() && n->cp_protected) out.insert(n->cp.state);
+    for (const auto& [key, child] : n->children) stack.push_back(child.get());
+  }
+  return out;
+}
+
 std::vector<TreeEntryInfo> PrefixTree::Entries() const {
   std::vector<TreeEntryInfo> out;
   VisitPaths([&](const Node* n, const std::vector<int32_t>& path) {
@@ -523,13 +721,20 @@ Status PrefixTree::CheckInvariants() const {
     } else if (n->vclass != VictimClass::kNone) {
       fail("a node without entry is indexed as a victim");
     }
+    uint64_t child_hits = 0;
     for (auto& [key, child] : n->children) {
+      child_hits += Hits(child.get());
       if (child->edge.empty() || child->edge[0] != key) fail("child keyed by the wrong token");
       if (child->parent != n) fail("bad parent pointer");
       const Node* b = self(self, child.get());
       if (b != nullptr && (best == nullptr || b->tick > best->tick)) best = b;
     }
     if (n->best != best) fail("best-in-subtree stale");
+    // Every match that entered a child covered this node's whole edge first.
+    if (!is_root && child_hits > n->hits_full) fail("children counted more hits than reached them");
+    for (const auto& [off, count] : n->ends)
+      if (off == 0 || off >= n->edge.size() || count == 0) fail("a hit ends outside its node's edge");
+    if (n->ends.size() > kMaxHitEnds) fail("too many hit ends");
     if (n->has_cp() && best == nullptr) fail("checkpoint node without an entry below it");
     path.resize(path.size() - n->edge.size());
     return best;

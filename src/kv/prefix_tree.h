@@ -17,6 +17,11 @@
 //     entry victim.
 //   - holds_ counts, for every page, how many entry contexts and checkpoints hold it; bytes() is the sum
 //     of the distinct pages' sizes.
+//   - Hits (for tools that show the tree, inspect.h): a node counts the matches that reused its whole edge
+//     (hits_full) and, by offset into the edge, those that ended inside it (ends). A split hands the upper
+//     part every match that covered it, a collapse turns the matches that ended at the upper node into
+//     ends of the merged one, so the counts stay exact as the shape changes (up to kMaxHitEnds offsets per
+//     node; past that a new offset's count goes to the nearest offset below it).
 // Thread-safety: none of its own; the Cache serialises access with tree_mu_.
 #ifndef LLAMAY_KV_PREFIX_TREE_H_
 #define LLAMAY_KV_PREFIX_TREE_H_
@@ -29,11 +34,13 @@
 #include <set>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "kv/context.h"
+#include "kv/inspect.h"
 #include "kv/internal.h"
 
 namespace llamay::kv {
@@ -75,6 +82,16 @@ class PrefixTree {
   size_t bytes() const { return bytes_; }
   size_t checkpoints() const { return checkpoints_.size() + protected_checkpoints_; }
   uint64_t evictions() const { return evictions_; }
+  uint64_t hits() const { return hits_; }
+
+  // Counts one use of tokens[0, matched) in the nodes it reached (see "Hits"); Match calls it.
+  void RecordHit(std::span<const int32_t> tokens, size_t matched);
+  // A bounded walk for tools that show the tree (inspect.h).
+  TreeView Inspect(const TreeViewOptions& options) const;
+  // For every page, how many entry contexts and checkpoints hold it.
+  const std::unordered_map<const Page*, uint32_t>& holds() const { return holds_; }
+  // Pages that eviction never frees: those of pinned entries and of checkpoints at pinned entries.
+  std::unordered_set<const Page*> ProtectedPages() const;
 
   std::vector<TreeEntryInfo> Entries() const;
   std::vector<TreeCheckpointInfo> Checkpoints() const;
@@ -106,6 +123,12 @@ class PrefixTree {
   void RemoveEntry(Node* n);
   void Prune(Node* n);
   Node* Collapse(Node* n);
+  // Moves `c`'s hits for its first k edge tokens to `mid`, the new node that takes them (a split).
+  static void SplitHits(Node* mid, Node* c, size_t k);
+  // Folds n's hits into its only child, which takes n's edge in front of its own (a collapse).
+  static void MergeHits(const Node* n, Node* child);
+  static uint64_t Hits(const Node* n);
+  std::unique_ptr<Node> NewNode();
   void FixBestUpward(Node* start, Node* removed);
   static Node* BestOf(Node* n);
   std::vector<int32_t> PathTokens(const Node* n) const;
@@ -115,10 +138,12 @@ class PrefixTree {
   Cache* const cache_;
   std::unique_ptr<Node> root_;
   uint64_t tick_ = 0;
+  uint64_t next_node_id_ = 1;  // the root is node 0
   size_t entries_ = 0;
   size_t nodes_ = 1;
   size_t pinned_ = 0;
   uint64_t evictions_ = 0;
+  uint64_t hits_ = 0;  // RecordHit calls that reused something
   std::set<std::pair<uint64_t, Node*>> leaves_;     // unpinned entries without children
   std::set<std::pair<uint64_t, Node*>> interiors_;  // unpinned entries with children
   std::set<std::pair<uint64_t, Node*>> checkpoints_;  // checkpoint nodes not at a pinned entry
