@@ -3,6 +3,7 @@
 #include "server/chat_prompt.h"
 #include "server/chat_completions.h"
 #include "server/connection_watch.h"
+#include "server/events.h"
 #include "server/http_util.h"
 #include "server/structured_output.h"
 
@@ -69,6 +70,7 @@ void Create(Server& server, const httplib::Request& req, const std::string& raw,
   json out = Describe(id, *started);
   server.PutContext(id, Held(std::move(*started)));
   CommitNew(server, id, &out);
+  server.events().Publish("context.created", {{"id", id}, {"tokens", out["tokens"]}, {"pages", out["pages"]}});
   SendJson(res, out);
 }
 
@@ -95,7 +97,8 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     auto it = server.contexts().find(id);
     if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
     if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
-    for (engine::Session& b : it->second.Fork(static_cast<size_t>(n))) made.push_back({"", Held(std::move(b))});
+    for (engine::Session& b : it->second.Fork(static_cast<size_t>(n))) made.push_back({"", Held(std::move(b), id)});
+    it->second.last_used_ms = UnixMillis();
   }
   json branches = json::array();
   for (auto& [bid, h] : made) {
@@ -104,6 +107,10 @@ void Fork(Server& server, const httplib::Request& req, httplib::Response& res, c
     server.PutContext(bid, std::move(h));
   }
   for (auto& b : branches) CommitNew(server, b["id"].get<std::string>(), &b);
+  server.metrics().forks += static_cast<uint64_t>(n);
+  json children = json::array();
+  for (const auto& b : branches) children.push_back(b["id"]);
+  server.events().Publish("context.forked", {{"parent", id}, {"children", children}});
   SendJson(res, {{"parent", id}, {"branches", branches}});
 }
 
@@ -125,17 +132,23 @@ void Snapshot(Server& server, const httplib::Request& req, httplib::Response& re
   auto fork = std::make_shared<engine::Session>(std::move(held->Fork(1).front()));
   server.ReturnContext(id, std::move(*held));
   const engine::Engine* engine = &server.engine();
+  Server* srv = &server;
   res.set_header("Content-Disposition", "attachment; filename=\"" + id + ".llamayctx\"");
-  res.set_chunked_content_provider("application/octet-stream", [fork, engine, f32](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("application/octet-stream", [fork, engine, f32, srv, id](size_t, httplib::DataSink& sink) {
     struct Out : ByteSink {
       httplib::DataSink* sink;
+      size_t bytes = 0;
       Status Append(const void* data, size_t n) override {
+        bytes += n;
         if (sink->write(static_cast<const char*>(data), n)) return Status::Ok();
         return UnavailableError("the client stopped reading the snapshot");
       }
     } out;
     out.sink = &sink;
     if (!fork->WriteSnapshot(*engine, out, f32).ok()) return false;  // the connection closes
+    // Before the last chunk: a client that has the whole file can count on the event being out.
+    ++srv->metrics().snapshots;
+    srv->events().Publish("context.snapshotted", {{"id", id}, {"bytes", out.bytes}});
     sink.done();
     return true;
   });
@@ -168,6 +181,8 @@ void SendRestored(Server& server, httplib::Response& res, Result<engine::Session
   out["logits"] = !restored->logits.empty();
   server.PutContext(id, Held(std::move(*restored)));
   CommitNew(server, id, &out);
+  ++server.metrics().restores;
+  server.events().Publish("context.restored", {{"id", id}, {"tokens", out["tokens"]}, {"pages", out["pages"]}});
   SendJson(res, out);
 }
 
@@ -259,6 +274,7 @@ void Delete(Server& server, httplib::Response& res, const std::string& id) {
   if (it == server.contexts().end()) return SendError(res, 404, "no context '" + id + "'");
   if (it->second.busy) return SendError(res, 409, "context '" + id + "' is in use by a running request");
   server.contexts().erase(it);
+  server.events().Publish("context.deleted", {{"id", id}});
   SendJson(res, {{"id", id}, {"object", "context"}, {"deleted", true}});
 }
 

@@ -558,6 +558,7 @@ ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
   u.choice = ci;
   u.first = !s.started;
   s.started = true;
+  if (e.token >= 0) ++server_.metrics().tokens_streamed;  // the page's tokens/s (/v1/events stats)
   if (r.done) return u;
   if (e.token < 0 && !e.finished && c_.echo && c_.top_logprobs >= 0)  // the prefill's prompt logprobs
     AddPromptLogprobs(*impl_, e.prompt_logprobs, &r);

@@ -17,19 +17,28 @@
 #include "server/chat_completions.h"
 #include "server/completions.h"
 #include "server/contexts.h"
+#include "server/events.h"
 #include "server/http_util.h"
 #include "server/messages.h"
 #include "server/ollama.h"
 #include "server/responses.h"
+#include "server/state_view.h"
+#include "server/webui.h"
 #include "store/store.h"
 
 namespace llamay::server {
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 Server::Server(engine::Engine* engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
       chat_prompt_(std::make_unique<ChatPrompt>(*engine, options_.chat_template)),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<httplib::Server>()),
+      events_(std::make_shared<EventHub>()) {
   if (options_.model_name.empty())
     options_.model_name = engine_->model().file().GetStringOr("general.name", "llamay");
 }
@@ -72,6 +81,7 @@ Result<HeldContext> Server::TakeContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
+  it->second.lent_tokens = it->second.tokens();
   HeldContext out = Held({std::move(it->second.context), std::move(it->second.tail), std::move(it->second.logits)});
   out.generation = it->second.generation;
   it->second.busy = true;
@@ -130,17 +140,27 @@ Status Server::CommitSession(const std::string& id) {
 }
 
 void Server::ReturnContext(const std::string& id, HeldContext held) {
-  std::lock_guard l(ctx_mu_);
+  std::unique_lock l(ctx_mu_);
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return;  // deleted meanwhile: the context closes here
   LLAMAY_CHECK(held.context.valid());  // the engine hands a session's context back with every final event
   held.busy = false;
   held.generation = std::max(held.generation, it->second.generation);
+  // Who it was forked from and when it was made stay; it was used now. A session that grew (a chat turn)
+  // is an event for the page (this may run on the engine's thread: publishing never waits).
+  held.parent = std::move(it->second.parent);
+  held.created_ms = it->second.created_ms;
+  held.last_used_ms = UnixMillis();
+  const size_t tokens = held.tokens();
+  const bool grew = tokens != it->second.lent_tokens;
+  held.lent_tokens = tokens;
   // What the map's entry keeps while its context is lent: a stored response's body, and its place in the
   // eviction order, now the newest (it was just used: a prompt_cache_key's context continued).
   held.response_body = std::move(it->second.response_body);
   held.stored_seq = it->second.stored_seq != 0 ? next_stored_seq_++ : 0;
   it->second = std::move(held);
+  l.unlock();
+  if (grew) events_->Publish("context.updated", {{"id", id}, {"tokens", tokens}});
 }
 
 Result<HeldContext> Server::ForkContext(const std::string& id) {
@@ -148,11 +168,29 @@ Result<HeldContext> Server::ForkContext(const std::string& id) {
   auto it = contexts_.find(id);
   if (it == contexts_.end()) return NotFoundError("no context '" + id + "'");
   if (it->second.busy) return FailedPreconditionError("context '" + id + "' is in use by a running request");
-  return Held(std::move(it->second.Fork(1)[0]));
+  it->second.last_used_ms = UnixMillis();
+  return Held(std::move(it->second.Fork(1)[0]), id);
 }
 
 void Server::HoldResponse(const std::string& id, HeldContext held) {
-  std::lock_guard l(ctx_mu_);
+  std::vector<std::string> evicted;
+  const size_t tokens = held.context.valid() ? held.tokens() : 0, pages = held.context.valid() ? held.pages() : 0;
+  bool replaced;
+  {
+    std::lock_guard l(ctx_mu_);
+    replaced = contexts_.count(id) > 0;
+    HoldResponseLocked(id, std::move(held), &evicted);
+  }
+  // (This runs on the engine's thread when a response finishes: publishing never waits.)
+  if (replaced) {
+    events_->Publish("context.updated", {{"id", id}, {"tokens", tokens}});
+  } else {
+    events_->Publish("context.created", {{"id", id}, {"tokens", tokens}, {"pages", pages}});
+  }
+  for (const std::string& e : evicted) events_->Publish("context.deleted", {{"id", e}});
+}
+
+void Server::HoldResponseLocked(const std::string& id, HeldContext held, std::vector<std::string>* evicted) {
   held.stored_seq = next_stored_seq_++;
   contexts_[id] = std::move(held);
   // Their pages are in the prefix tree too (a finished context is retained there), but the tree cannot free
@@ -174,6 +212,7 @@ void Server::HoldResponse(const std::string& id, HeldContext held) {
     const bool over = stored > options_.max_stored_responses || (budget > 0 && bytes > budget / 2);
     if (!over) return;
     contexts_.erase(oldest);
+    evicted->push_back(oldest);
   }
 }
 
@@ -208,7 +247,17 @@ void Server::Routes() {
       SendError(res, 503, "the server is shutting down", "server_shutting_down");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // A browser sends Origin with every cross-site POST and DELETE, and a page elsewhere must not drive
+    // this one (clients that are not browsers send no Origin).
+    if (!OriginAllowed(req, options_.host, port_)) {
+      ++metrics_.errors;
+      SendError(res, 403,
+                "cross-origin request refused: Origin " + req.get_header_value("Origin") + " is not this server",
+                "forbidden_origin");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // The page's own files load without the key (the page asks for it, and sends it on its API calls).
+    if (req.path == "/health" || IsWebUiFile(*this, req)) return httplib::Server::HandlerResponse::Unhandled;
     return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
   h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -271,8 +320,10 @@ void Server::Routes() {
   h.Delete(R"(/v1/responses/([A-Za-z0-9_]+))", [this](const httplib::Request& req, httplib::Response& res) {
     HandleDeleteResponse(*this, req.matches[1], res);
   });
-  // Claude Code probes the base URL with HEAD / before its first request.
-  h.Get("/", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
+  // Claude Code probes the base URL with HEAD / before its first request: the page answers it, or without
+  // the page this.
+  if (!options_.webui)
+    h.Get("/", [](const httplib::Request&, httplib::Response& res) { SendJson(res, {{"status", "ok"}}); });
   h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const auto s = engine_->cache().Stats();
     size_t held;
@@ -303,6 +354,9 @@ void Server::Routes() {
     metric("llamay_prefix_tree_entries", "gauge", s.tree_entries, "Prefix tree entries");
     metric("llamay_prefix_tree_evictions_total", "counter", s.tree_evictions, "Prefix tree evictions");
     metric("llamay_contexts_held", "gauge", held, "Contexts held by /v1/contexts");
+    metric("llamay_context_forks_total", "counter", metrics_.forks.load(), "Branches made by /v1/contexts/{id}/fork");
+    metric("llamay_context_snapshots_total", "counter", metrics_.snapshots.load(), "Snapshots downloaded whole");
+    metric("llamay_context_restores_total", "counter", metrics_.restores.load(), "Contexts restored from snapshots");
     metric("llamay_queue_depth", "gauge", engine_->queue_depth(), "Requests waiting for the scheduler");
     metric("llamay_requests_active", "gauge", engine_->active(), "Requests the scheduler is running");
     const engine::EngineStats es = engine_->stats();
@@ -315,8 +369,10 @@ void Server::Routes() {
            "Drafted tokens accepted: generated without a decode step of their own");
     res.set_content(out, "text/plain; version=0.0.4");
   });
+  RegisterStateRoutes(*this, h);  // before the context routes: /v1/contexts/{id}/pages
   RegisterContextRoutes(*this, h);
   RegisterOllamaRoutes(*this, h);
+  RegisterWebUi(*this, h);  // last: its files answer GETs that no route above took
 }
 
 Status Server::Start() {
@@ -340,16 +396,20 @@ Status Server::Start() {
     thread_.join();
     return IoError("the HTTP listener on " + options_.host + " stopped at once");
   }
+  watcher_ = std::make_unique<StateWatcher>(*this);
   return Status::Ok();
 }
 
 void Server::Stop() {
+  events_->Close();  // open event streams end now rather than at their next poll
+  watcher_.reset();
   if (http_) http_->stop();
   if (thread_.joinable()) thread_.join();
 }
 
 void Server::BeginShutdown() {
   shutting_down_ = true;
+  events_->Close();
   if (http_) http_->stop();  // closes the listening socket; handlers still running finish below
   engine_->StopAccepting();  // a handler still preparing its request (tokenizing) gets no engine time
   engine_->CancelAll();

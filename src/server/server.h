@@ -5,8 +5,9 @@
 // POST /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/responses/input_tokens (responses.h), POST /v1/messages and
 // /v1/messages/count_tokens (messages.h), Ollama's /api/* (ollama.h), POST /v1/contexts, GET /v1/contexts,
 // POST /v1/contexts/{id}/fork?n=, GET /v1/contexts/{id}/snapshot, POST /v1/contexts/restore,
-// DELETE /v1/contexts/{id}. Each surface is one file that translates its wire format to a Conversation and
-// back (generation.h). Request extensions `llamay_session` and
+// DELETE /v1/contexts/{id}; the built-in page at / (webui.h) and the state it shows: GET /v1/state,
+// GET /v1/events, GET /v1/contexts/{id}/pages (state_view.h). Each surface is one file that translates
+// its wire format to a Conversation and back (generation.h). Request extensions `llamay_session` and
 // `llamay_retain_prefix`; usage reports `llamay_cached_prompt_tokens` and
 // `prompt_tokens_details.cached_tokens`. Errors are OpenAI error objects with the matching HTTP status;
 // bad input never yields a 500.
@@ -42,6 +43,11 @@ class Response;
 namespace llamay::server {
 
 class ChatPrompt;
+class EventHub;
+class StateWatcher;
+
+// Wall-clock milliseconds since the Unix epoch (the times /v1/state reports).
+int64_t UnixMillis();
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -65,6 +71,13 @@ struct ServerOptions {
   int reasoning_budget = -1;
   // Stored responses (the Responses API's store: true) held at most; see Server::HoldResponse.
   size_t max_stored_responses = 256;
+  // The built-in page at / (webui.h): on unless --no-webui. webui_dir (--webui-dir) serves its files
+  // from that directory, read at each request, instead of the copy embedded at build time.
+  bool webui = true;
+  std::string webui_dir;
+  // The serve command's options as it was started, for the page's server info (GET /v1/state); never
+  // the API key itself.
+  std::map<std::string, std::string> flags;
 };
 
 // A held context: the engine's session (its context, the tokens it does not hold yet and the next token's
@@ -80,10 +93,20 @@ struct HeldContext : engine::Session {
   // A stored response's body (JSON) as it was answered, for GET /v1/responses/{id}; empty for other
   // contexts, and for responses this instance did not answer (restored from --state-dir or the store).
   std::string response_body;
+  // For the built-in page (GET /v1/state): the context it was forked from (empty: none), when it was
+  // made and last used (ms since the Unix epoch), and its tokens when it was last lent to a request.
+  // Kept by the server's map across TakeContext/ReturnContext.
+  std::string parent;
+  int64_t created_ms = 0;
+  int64_t last_used_ms = 0;
+  size_t lent_tokens = 0;
 };
 
-// A held context of `session`, not busy and never committed.
-inline HeldContext Held(engine::Session session) { return HeldContext{std::move(session), false, 0, 0, {}}; }
+// A held context of `session`, not busy and never committed, made now.
+inline HeldContext Held(engine::Session session, std::string parent = {}) {
+  const int64_t now = UnixMillis();
+  return HeldContext{std::move(session), false, 0, 0, {}, std::move(parent), now, now, 0};
+}
 
 class Server {
  public:
@@ -152,12 +175,19 @@ class Server {
 
   struct Metrics {
     std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, completion_tokens{0};
+    // The /v1/contexts routes' work, and generated tokens counted as they stream (for tokens/s).
+    std::atomic<uint64_t> forks{0}, restores{0}, snapshots{0}, tokens_streamed{0};
   };
   Metrics& metrics() { return metrics_; }
+  // The event log of GET /v1/events (events.h); shared with the streams that read it.
+  EventHub& events() { return *events_; }
+  const std::shared_ptr<EventHub>& events_ptr() { return events_; }
 
  private:
   void Routes();
   bool Authorized(const httplib::Request& req, httplib::Response& res);
+  // HoldResponse's work under ctx_mu_; the ids it evicted go to *evicted.
+  void HoldResponseLocked(const std::string& id, HeldContext held, std::vector<std::string>* evicted);
 
   engine::Engine* engine_;
   ServerOptions options_;
@@ -172,6 +202,8 @@ class Server {
   uint64_t next_ctx_ = 1;                         // GUARDED_BY(ctx_mu_)
   uint64_t next_stored_seq_ = 1;                  // GUARDED_BY(ctx_mu_)
   Metrics metrics_;
+  std::shared_ptr<EventHub> events_;
+  std::unique_ptr<StateWatcher> watcher_;  // tree, pool and stats events (state_view.h), while serving
 };
 
 }  // namespace llamay::server

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -40,8 +41,38 @@ struct ServeOptions {
   double drain_seconds = 5;
   std::string chat_template_file;  // a template instead of the model's
   int reasoning_budget = -1;
+  bool no_webui = false;   // no built-in page at /
+  std::string webui_dir;   // the page's files from here instead of the embedded copy
   std::string speculative = "auto";
 };
+
+// The options as the page's server info shows them (GET /v1/state): strings, the API key only as "set".
+std::map<std::string, std::string> FlagsOf(const ServeOptions& o) {
+  auto num = [](auto v) { return std::to_string(v); };
+  std::map<std::string, std::string> f = {
+      {"model", o.model.empty() ? "(demo)" : o.model},
+      {"host", o.host},
+      {"port", num(o.port)},
+      {"api_key", o.api_key.empty() ? "none" : "set"},
+      {"kv_memory_mib", num(o.kv_memory_mib)},
+      {"page_tokens", num(o.page_tokens)},
+      {"kv_precision", o.kv_precision},
+      {"ctx_size", num(o.ctx_size)},
+      {"threads", num(o.threads)},
+      {"max_active", num(o.max_active)},
+      {"max_queue", num(o.max_queue)},
+      {"max_body_mib", num(o.max_body_mib)},
+      {"reasoning_budget", num(o.reasoning_budget)},
+      {"share_sessions", o.share_sessions ? "true" : "false"},
+      {"webui", o.no_webui ? "off" : o.webui_dir.empty() ? "embedded" : "dir"},
+      {"speculative", o.speculative},
+  };
+  if (!o.state_dir.empty()) f["state_dir"] = o.state_dir;
+  if (!o.store.empty()) f["store"] = o.store;
+  if (!o.chat_template_file.empty()) f["chat_template_file"] = o.chat_template_file;
+  if (!o.webui_dir.empty()) f["webui_dir"] = o.webui_dir;
+  return f;
+}
 
 // Waits in its own thread for a second SIGINT/SIGTERM during the shutdown and exits at once.
 void ExitOnSecondSignal(sigset_t signals) {
@@ -96,6 +127,9 @@ int RunServe(const ServeOptions& o) {
   so.api_key = o.api_key;
   so.max_body_bytes = o.max_body_mib << 20;
   so.reasoning_budget = o.reasoning_budget;
+  so.webui = !o.no_webui;
+  so.webui_dir = o.webui_dir;
+  so.flags = FlagsOf(o);
   if (!o.chat_template_file.empty()) {
     auto bytes = ReadFile(o.chat_template_file);
     if (!bytes.ok()) return Fail(bytes.status().WithContext("--chat-template-file"), kExitBadInput);
@@ -117,6 +151,7 @@ int RunServe(const ServeOptions& o) {
                (*engine)->model().file().GetStringOr("general.name", "model").c_str(), o.host.c_str(), srv.port(),
                FormatBytes(eo.kv_memory_bytes).c_str(), o.kv_precision.c_str(), o.page_tokens,
                std::string(kernels::IsaName(kernels::DetectIsa())).c_str());
+  if (so.webui) std::fprintf(stderr, "llamay: the built-in page: http://%s:%d/\n", o.host.c_str(), srv.port());
   int sig = 0;
   sigwait(&signals, &sig);
   // Shutdown: stop listening and cancel what runs at once; let handlers end within the drain; save the
@@ -189,6 +224,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
   s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();
   s->add_option("--max-queue", o->max_queue, "Requests that may wait; beyond it, 429")->capture_default_str();
+  s->add_flag("--no-webui", o->no_webui, "No built-in page at / (the API routes are unchanged)");
+  s->add_option("--webui-dir", o->webui_dir,
+                "Serve the built-in page's files from DIR (read at each request, for developing the page) "
+                "instead of the copy built into the binary")
+      ->check(CLI::ExistingDirectory);
   s->add_option("--drain-seconds", o->drain_seconds,
                 "On SIGINT/SIGTERM, how long cancelled requests may take to end before the process exits")
       ->capture_default_str()
