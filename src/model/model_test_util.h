@@ -112,6 +112,26 @@ inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = Synthetic
   return s;
 }
 
+// A small Qwen3.5 (vocab 512, dim 128, 6 layers: delta nets but layers 2 and 5, gated attention of 4 / 2
+// heads of 32 with 8 rotated dims; delta nets of 2 key heads and 4 value heads of 32, so that value heads
+// share key heads; ffn 256).
+inline SyntheticSpec TinyQwen35Spec(TensorType type) {
+  SyntheticSpec s = Qwen35Shape(type, 6);
+  s.name = "tiny-synthetic-qwen35";
+  s.n_vocab = 512;
+  s.n_embd = 128;
+  s.attention_every = 3;  // not the default 4: the file's full_attention_interval must be read
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 32;
+  s.n_ff = 256;
+  s.ssm_d_inner = 4 * 32;
+  s.ssm_d_state = 32;
+  s.ssm_n_head = 4;
+  s.ssm_n_group = 2;
+  return s;
+}
+
 // A small llama of `type` (vocab 512, dim 256, 2 layers, 4 / 2 heads, ffn 512): `llamay model synth` with
 // the flags of testdata/make_kquant_ref.py and make_iq_ref.py.
 inline SyntheticSpec TinyLlamaSpec(TensorType type) {

@@ -1,8 +1,9 @@
-// Models with recurrent layers (mamba2, granitehybrid, qwen35; ../shared/ref/models/tiny-*): hyperparameters,
-// the KV layout they imply, and the determinism contract (DESIGN.md section 3) where the state is a recurrent
-// slot: logits bit-identical (memcmp) whatever the split of a prompt into steps, the batch composition,
-// the thread count, a fork, or a rollback to a checkpoint; and a failed step leaves every context as it
-// was. Parity with llama.cpp for these models is in model_test.cc (Parity).
+// Models with recurrent layers (mamba2, granitehybrid, qwen35; ../shared/ref/models/tiny-*, and synthetic
+// qwen35 models built in memory, test_util::TinyQwen35Spec): hyperparameters, the KV layout they imply, and
+// the determinism contract (DESIGN.md section 3) where the state is a recurrent slot: logits bit-identical
+// (memcmp) whatever the split of a prompt into steps, the batch composition, the thread count, a fork, or a
+// rollback to a checkpoint; and a failed step leaves every context as it was. Parity with llama.cpp for these
+// models is in model_test.cc (Parity).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,13 +153,24 @@ TEST(GraniteKeys, ScalesAndTheRopeSwitchAreApplied) {
 class RecurrentDeterminism : public testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
-    auto m = Model::Load(kModels + GetParam() + ".gguf");
+    if (!Synthetic() && !HaveRef()) GTEST_SKIP() << "../shared/ref is absent";
+    auto m = LoadModel();
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(*m);
     prompt_ = Prompt(300, 7);
     V_ = model_->hparams().n_vocab;
   }
+  // "synth-qwen35-<type>": TinyQwen35Spec in that weight type, built in memory; otherwise a reference file.
+  bool Synthetic() const { return std::string(GetParam()).starts_with(kSynthQwen35); }
+  Result<std::unique_ptr<Model>> LoadModel(int threads = 0) const {
+    if (!Synthetic()) return Model::Load(kModels + GetParam() + ".gguf", threads);
+    const auto type = TensorTypeFromName(std::string(GetParam()).substr(kSynthQwen35.size()));
+    if (!type) return InvalidArgumentError("unknown type in " + std::string(GetParam()));
+    LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, BuildSyntheticModel(TinyQwen35Spec(*type)));
+    LLAMAY_ASSIGN_OR_RETURN(gguf::File file, gguf::File::FromBuffer(std::move(bytes)));
+    return Model::FromFile(std::move(file), threads);
+  }
+  static inline const std::string kSynthQwen35 = "synth-qwen35-";
   // Rows [from, to) of a logits vector with one row per position.
   std::vector<float> Rows(const std::vector<float>& l, size_t from, size_t to) const {
     return std::vector<float>(l.begin() + static_cast<long>(from * V_),
@@ -236,8 +248,8 @@ TEST_P(RecurrentDeterminism, IndependentOfThreadCount) {
   kv::Context a = cache->NewContext();
   const auto want = Steps(*model_, a, std::span(prompt_).first(150));
   for (int threads : {1, 3}) {
-    auto m = Model::Load(kModels + GetParam() + ".gguf", threads);
-    ASSERT_TRUE(m.ok());
+    auto m = LoadModel(threads);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
     kv::Context b = cache->NewContext();
     EXPECT_TRUE(Same(want, Steps(**m, b, std::span(prompt_).first(150)))) << threads << " threads";
   }
@@ -448,7 +460,8 @@ TEST(RecurrentLegacy, SnapshotsOfThePerTokenScansStillLoadAndContinue) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentDeterminism,
                          testing::Values("tiny-mamba2-f32", "tiny-mamba2-q8_0", "tiny-granitehybrid-f32",
-                                         "tiny-granitehybrid-q8_0", "tiny-qwen35-f32", "tiny-qwen35-q8_0"),
+                                         "tiny-granitehybrid-q8_0", "tiny-qwen35-f32", "tiny-qwen35-q8_0",
+                                         "synth-qwen35-f32", "synth-qwen35-q8_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)

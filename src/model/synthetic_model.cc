@@ -99,11 +99,21 @@ void AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
               "{% endif %}");
 }
 
+bool IsHybrid(const SyntheticSpec& spec) {
+  return spec.arch == SyntheticArch::kGraniteHybrid || spec.arch == SyntheticArch::kQwen35;
+}
+
 bool IsAttention(const SyntheticSpec& spec, uint32_t layer) {
-  return spec.arch != SyntheticArch::kGraniteHybrid || layer % spec.attention_every == spec.attention_every - 1;
+  return !IsHybrid(spec) || layer % spec.attention_every == spec.attention_every - 1;
 }
 
 uint32_t HeadDim(const SyntheticSpec& spec) { return spec.head_dim != 0 ? spec.head_dim : spec.n_embd / spec.n_head; }
+
+// Rotated dims per head: qwen35 ropes a quarter of each head unless told otherwise, the others all of it.
+uint32_t RotDims(const SyntheticSpec& spec) {
+  if (spec.arch != SyntheticArch::kQwen35) return HeadDim(spec);
+  return spec.n_rot != 0 ? spec.n_rot : HeadDim(spec) / 4;
+}
 
 Status CheckSpec(const SyntheticSpec& spec) {
   const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
@@ -130,6 +140,25 @@ Status CheckSpec(const SyntheticSpec& spec) {
       return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
                                   " does not fit the expert or head shape");
     return Status::Ok();
+  }
+  if (spec.arch == SyntheticArch::kQwen35) {
+    const uint32_t head_dim = HeadDim(spec), rot = RotDims(spec);
+    if (spec.granite_experts) return InvalidArgumentError("synthetic model: qwen35 has no experts");
+    if (head_dim % 2 != 0 || rot == 0 || rot % 2 != 0 || rot > head_dim)
+      return InvalidArgumentError(
+          "synthetic model: qwen35 needs an even head_dim and an even number of rotated "
+          "dims, at most head_dim");
+    if ((spec.n_head * head_dim) % kernels::TypeBlockSize(spec.type) != 0)
+      return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
+                                  " does not fit the head shape");
+    // llama.cpp takes the value head size from ssm.state_size (the key head size), as every Qwen3.5 has it.
+    if (spec.ssm_n_head == 0 || spec.ssm_d_inner != spec.ssm_n_head * spec.ssm_d_state)
+      return InvalidArgumentError(
+          "synthetic model: qwen35 needs ssm_d_inner = ssm_n_head * ssm_d_state (value "
+          "heads as wide as key heads)");
+    // The loader reads full_attention_interval in [1, n_layer].
+    if (spec.attention_every > spec.n_layer)
+      return InvalidArgumentError("synthetic model: qwen35's attention_every exceeds its layers");
   }
   if (spec.granite_experts &&
       (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert ||
@@ -160,6 +189,36 @@ Status AddMamba2(Builder& b, const std::string& p, const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_d", {1, H}, 1.0f, 0.1f));
   LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_norm.weight", {DI / G, G}, 1.0f, 0.1f));  // [G][DI/G]
   return b.Matrix(p + "ssm_out.weight", E, DI);
+}
+
+// A gated delta net's tensors (Qwen3.5's linear attention; shapes as weights.cc binds them, in the order of
+// the published files). Hv value heads of Dv = d_inner / Hv, Hk key heads of Dk = ssm_d_state. The decay
+// parameters follow Mamba-2's as above (the delta net's A_log and dt bias are initialised alike); the conv
+// has no bias.
+Status AddDeltaNet(Builder& b, const std::string& p, const SyntheticSpec& spec) {
+  const uint32_t E = spec.n_embd, DI = spec.ssm_d_inner, HV = spec.ssm_n_head;
+  const uint32_t C = DI + 2 * spec.ssm_n_group * spec.ssm_d_state;  // conv channels: q, k, v
+  LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_qkv.weight", C, E));
+  LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_gate.weight", DI, E));  // z, the output gate
+  const float conv_half = std::sqrt(3.0f / static_cast<float>(spec.ssm_d_conv));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_conv1d.weight", {spec.ssm_d_conv, C}, 0.0f, conv_half));  // [C][K]
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_dt.bias", {HV}, -3.5f, 1.0f));
+  LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_a", {HV}, -8.5f, 7.5f));
+  LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ssm_beta.weight", HV, E));
+  LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ssm_alpha.weight", HV, E));
+  LLAMAY_RETURN_IF_ERROR(b.Norm(p + "ssm_norm.weight", DI / HV));  // one weight shared by the value heads
+  return b.Matrix(p + "ssm_out.weight", E, DI);
+}
+
+// qwen35's keys beyond the common ones: the layer pattern, rope's sections and the delta net's geometry.
+void AddQwen35Keys(gguf::Writer& w, const std::string& a, const SyntheticSpec& spec) {
+  w.SetUint32(a + "full_attention_interval", spec.attention_every);
+  // llama.cpp's multi-section rope (text position in every section) wants the sections of the rotated pairs:
+  // Qwen3.5's [11, 11, 10, 0] for 64 dims; split as evenly, the first sections taking the remainder.
+  const int32_t pairs = static_cast<int32_t>(RotDims(spec) / 2);
+  std::vector<int32_t> sections = {pairs / 3, pairs / 3, pairs / 3, 0};
+  for (int32_t i = 0; i < pairs % 3; ++i) ++sections[static_cast<size_t>(i)];
+  w.SetInt32Array(a + "rope.dimension_sections", sections);
 }
 
 }  // namespace
@@ -241,6 +300,25 @@ SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer) {
   return s;
 }
 
+SyntheticSpec Qwen35Shape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s;
+  s.arch = SyntheticArch::kQwen35;
+  s.name = "llamay-qwen35-0.8b-shape";
+  s.n_layer = n_layer;
+  s.n_head = 8;
+  s.n_head_kv = 2;
+  s.head_dim = 256;  // n_rot 0: 64 rotated
+  s.n_ff = 3584;
+  s.attention_every = 4;
+  s.ssm_d_inner = 16 * 128;
+  s.ssm_d_state = 128;
+  s.ssm_n_head = 16;
+  s.ssm_n_group = 16;
+  s.ssm_d_conv = 4;
+  s.type = type;
+  return s;
+}
+
 SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
   SyntheticSpec s = Qwen3MoeShape(type, n_layer);
   s.arch = SyntheticArch::kQwen2Moe;
@@ -257,12 +335,14 @@ SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
-  const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid;
+  const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid,
+             qwen35 = spec.arch == SyntheticArch::kQwen35;
   const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
   const bool granite_moe = hybrid && spec.granite_experts;
   const bool gpt_oss = spec.arch == SyntheticArch::kGptOss, olmoe = spec.arch == SyntheticArch::kOlmoe;
   const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe || gpt_oss || olmoe;
-  const std::string arch = hybrid    ? "granitehybrid"
+  const std::string arch = hybrid     ? "granitehybrid"
+                           : qwen35   ? "qwen35"
                            : qwen2moe ? "qwen2moe"
                            : gpt_oss  ? "gpt-oss"
                            : olmoe    ? "olmoe"
@@ -274,7 +354,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   gguf::Writer& w = b.writer();
   w.SetString("general.architecture", arch);
   w.SetString("general.name", spec.name);
-  w.SetUint32(a + "context_length", hybrid ? 32768 : gpt_oss ? 131072 : 4096);
+  w.SetUint32(a + "context_length", hybrid ? 32768 : gpt_oss ? 131072 : qwen35 ? 262144 : 4096);
   w.SetUint32(a + "embedding_length", spec.n_embd);
   w.SetUint32(a + "block_count", spec.n_layer);
   w.SetUint32(a + "feed_forward_length", granite_moe || olmoe ? spec.n_ff_expert : spec.n_ff);
@@ -286,15 +366,18 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   } else {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
   }
-  w.SetUint32(a + "rope.dimension_count", head_dim);
-  w.SetFloat32(a + "rope.freq_base", gpt_oss ? 150000.0f : moe && !hybrid && !olmoe ? 1e6f : 10000.0f);
+  w.SetUint32(a + "rope.dimension_count", RotDims(spec));
+  w.SetFloat32(a + "rope.freq_base", gpt_oss                    ? 150000.0f
+                                     : qwen35                   ? 1e7f
+                                     : moe && !hybrid && !olmoe ? 1e6f
+                                                                : 10000.0f);
   if (gpt_oss) {
     w.SetString(a + "rope.scaling.type", "yarn");
     w.SetFloat32(a + "rope.scaling.factor", 32.0f);
     w.SetUint32(a + "rope.scaling.original_context_length", 4096);
     w.SetUint32(a + "attention.sliding_window", spec.window);
   }
-  if (moe && !hybrid) {
+  if ((moe && !hybrid) || qwen35) {
     w.SetUint32(a + "attention.key_length", head_dim);
     w.SetUint32(a + "attention.value_length", head_dim);
   }
@@ -304,8 +387,9 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     if (!granite_moe && !olmoe) w.SetUint32(a + "expert_feed_forward_length", spec.n_ff_expert);
     if (spec.n_ff_shared != 0) w.SetUint32(a + "expert_shared_feed_forward_length", spec.n_ff_shared);
   }
-  w.SetFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  if (hybrid) {
+  w.SetFloat32(a + "attention.layer_norm_rms_epsilon", qwen35 ? 1e-6f : 1e-5f);
+  if (qwen35) AddQwen35Keys(w, a, spec);
+  if (hybrid || qwen35) {
     w.SetUint32(a + "ssm.conv_kernel", spec.ssm_d_conv);
     w.SetUint32(a + "ssm.inner_size", spec.ssm_d_inner);
     w.SetUint32(a + "ssm.state_size", spec.ssm_d_state);
@@ -320,7 +404,9 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_norm.weight", spec.n_embd));
     if (IsAttention(spec, i)) {
-      LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", spec.n_head * head_dim, spec.n_embd));
+      // qwen35: [q_h, gate_h] per head.
+      LLAMAY_RETURN_IF_ERROR(
+          b.Matrix(p + "attn_q.weight", (qwen35 ? 2 : 1) * spec.n_head * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", spec.n_head_kv * head_dim, spec.n_embd));
       LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", spec.n_embd, spec.n_head * head_dim));
@@ -333,14 +419,15 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
           // Sinks around the scores' scale, so that they take a real share of the softmax.
           LLAMAY_RETURN_IF_ERROR(b.Vector(p + "attn_sinks.weight", {spec.n_head}, 0.0f, 2.0f));
         }
-      } else if (moe && !hybrid) {
+      } else if ((moe && !hybrid) || qwen35) {
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", olmoe ? spec.n_head * head_dim : head_dim));
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", olmoe ? spec.n_head_kv * head_dim : head_dim));
       }
     } else {
-      LLAMAY_RETURN_IF_ERROR(AddMamba2(b, p, spec));
+      LLAMAY_RETURN_IF_ERROR(qwen35 ? AddDeltaNet(b, p, spec) : AddMamba2(b, p, spec));
     }
-    LLAMAY_RETURN_IF_ERROR(b.Norm(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.n_embd));
+    LLAMAY_RETURN_IF_ERROR(
+        b.Norm(p + (gpt_oss || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.n_embd));
     if (moe) {
       // The router's gain spreads its logits (std ~2) so that the choice of experts is clear-cut.
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_inp.weight", 0, spec.n_expert, spec.n_embd, 2.0f, TensorType::kF32));

@@ -1,5 +1,5 @@
 // Synthetic GGUF models with deterministic weights, built by llamay's own code: the built-in demo model,
-// and models of a chosen shape and weight type for benchmarks. Two architectures:
+// and models of a chosen shape and weight type for benchmarks. The architectures:
 //   - llama (the default): the peer shape of ../shared/ref/README.md (vocab 32000, dim 1024, 8 layers,
 //     16 heads / 8 KV heads, ffn 2816), or any shape;
 //   - granitehybrid (Granite 4.0-H's layer mix): layer l is GQA attention when l % attention_every ==
@@ -18,13 +18,23 @@
 //   - gpt-oss (gpt-oss-20b's layer): attention with q/k/v/o biases and per-head sinks, a sliding window of
 //     `window` on the even layers, NEOX rope base 150000 with YaRN (factor 32 over 4096 positions); a
 //     mixture of experts in every layer with router and expert biases (f32), no shared expert; the FFN's
-//     norm is post_attention_norm.
+//     norm is post_attention_norm;
+//   - qwen35 (Qwen3.5's dense hybrid): layer l is gated attention when l % attention_every ==
+//     attention_every - 1 (full_attention_interval, llama.cpp's (l + 1) % interval == 0) and a gated delta
+//     net otherwise. Attention: attn_q packs q and the output gate per head ([n_head][2][head_dim] rows),
+//     per-head q/k norms, partial NEOX rope over n_rot dims (rope.dimension_sections written for llama.cpp),
+//     base 1e7. Delta net (the ssm.* keys as llama.cpp maps them: ssm_n_head value heads and ssm_n_group key
+//     heads, all of ssm_d_state, so ssm_d_inner = ssm_n_head * ssm_d_state as llama.cpp requires;
+//     ssm_d_conv): attn_qkv [q | k | v conv channels][n_embd], attn_gate [d_inner][n_embd], ssm_beta and
+//     ssm_alpha [value heads][n_embd], conv kernel [C][d_conv] (no bias), dt bias [Hv], ssm_a [Hv] (=
+//     -exp(A_log)) in [-16, -1], one gated-norm weight [head size], ssm_out. A SwiGLU FFN in every layer
+//     after post_attention_norm; rms epsilon 1e-6 as the published files.
 //
 // Weights are uniform with variance 1/fan_in from an integer PRNG (no libm), so the bytes are identical on
 // every machine. Matrices use `type` (quantised by kernels::QuantizeRow, round-to-nearest); norms and the
-// Mamba-2 vectors (conv kernel [C][d_conv], conv bias [C], dt bias [H], A [H] in [-16, -1], D [H], group
-// norm [G][d_inner/G]) are f32. The llama path writes exactly the bytes it always wrote (the demo model's
-// weight digest is in golden snapshots).
+// recurrent mixers' vectors (Mamba-2: conv kernel [C][d_conv], conv bias [C], dt bias [H], A [H] in
+// [-16, -1], D [H], group norm [G][d_inner/G]; the delta net's above) are f32. The llama path writes exactly
+// the bytes it always wrote (the demo model's weight digest is in golden snapshots).
 // Thread-safety: pure functions.
 #ifndef LLAMAY_MODEL_SYNTHETIC_MODEL_H_
 #define LLAMAY_MODEL_SYNTHETIC_MODEL_H_
@@ -38,7 +48,7 @@
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss, kOlmoe };
+enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss, kOlmoe, kQwen35 };
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -53,17 +63,20 @@ struct SyntheticSpec {
   // Byte tokens for newline and printable ASCII only (the demo model), instead of all 256 bytes.
   bool ascii_bytes_only = false;
   uint64_t seed = 0x11A3A7;
-  // granitehybrid only: which layers are attention (see the header comment), and the Mamba-2 geometry
-  // (ssm.* keys): d_inner = ssm_n_head * head size, ssm_n_group divides ssm_n_head.
+  // granitehybrid and qwen35: which layers are attention (see the header comment), and the recurrent
+  // geometry (ssm.* keys): d_inner = ssm_n_head * head size, ssm_n_group divides ssm_n_head. Mamba-2: heads,
+  // groups and state size; the delta net: value heads, key heads and the key head size.
   uint32_t attention_every = 4;
   uint32_t ssm_d_inner = 2048;
   uint32_t ssm_d_state = 128;
   uint32_t ssm_n_head = 32;
   uint32_t ssm_n_group = 1;
   uint32_t ssm_d_conv = 4;
-  // qwen3moe and qwen2moe only: head_dim (0: n_embd / n_head) and the experts (qwen2moe: the shared one's
-  // width too).
+  // The MoE shapes and qwen35: head_dim (0: n_embd / n_head); the MoE shapes: the experts (qwen2moe: the
+  // shared one's width too).
   uint32_t head_dim = 0;
+  // qwen35 only: rotated dims per head (0: head_dim / 4, Qwen3.5's partial_rotary_factor 0.25).
+  uint32_t n_rot = 0;
   uint32_t n_expert = 8;
   uint32_t n_expert_used = 2;
   uint32_t n_ff_expert = 256;
@@ -102,6 +115,16 @@ SyntheticSpec OlmoeShape(TensorType type, uint32_t n_layer = 8);
 // gpt-oss-20b's layer shape (dim 2880, 64 / 8 heads of 64, 32 experts of 2880, 4 used, window 128) with
 // vocab 32000 and `n_layer` layers, in `type`.
 SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer = 6);
+
+// The Qwen3.5 benchmark shape: qwen35, vocab 32000, dim 1024, `n_layer` layers of which every 4th is gated
+// attention and the others gated delta nets, in `type`. The layer is Qwen3.5-0.8B's, whose width is already
+// 1024 (its config as we read it: hidden 1024, full_attention_interval 4, partial_rotary_factor 0.25, rope
+// theta 1e7, rms eps 1e-6), so nothing is scaled: attention 8 / 2 KV heads of 256 with 64 rotated dims (the
+// q projection 2 x 2048 rows with the output gate); delta net 16 key heads and 16 value heads of 128
+// (d_inner 2048, conv channels 6144, conv kernel 4); ffn 3584. The larger Qwen3.5 models keep the head sizes
+// (256 attention, 128 delta net) and add heads. About 400M parameters for 16 layers; its recurrent state is
+// 12 x 1.32 MiB per sequence (the conv window, the folded 16 x 128 x 128 state and the pending chunk).
+SyntheticSpec Qwen35Shape(TensorType type, uint32_t n_layer = 16);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

@@ -1,7 +1,8 @@
 // The synthetic model writer: the llama path's bytes stay what they were (the demo model's weight digest is
-// in golden snapshots), and a written granitehybrid model loads with the right layer map and runs a prefill
-// whose logits do not depend on how it is split into steps. Small shapes only: the benchmark shapes
-// (PeerShape, HybridShape) take seconds to build.
+// in golden snapshots), and written granitehybrid and qwen35 models load with the right layer map and
+// geometry and run a prefill whose logits do not depend on how it is split into steps (the rest of the
+// recurrent determinism contract on the qwen35 model: recurrent_model_test.cc, synth-qwen35-*). Small shapes
+// only: the benchmark shapes (PeerShape, HybridShape, Qwen35Shape) take seconds to build.
 #include "model/synthetic_model.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@ namespace llamay::model {
 namespace {
 
 using test_util::Fnv1a;
+using test_util::TinyQwen35Spec;
 
 TEST(SyntheticModel, TheDemoModelsBytesNeverChange) {
   const std::vector<uint8_t> demo = BuildDemoModel();
@@ -122,6 +124,137 @@ TEST(SyntheticModel, RefusesAHybridShapeThatDoesNotFit) {
   EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
   s = SmallHybrid(TensorType::kQ8_0);
   s.attention_every = 0;
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Qwen3.5: the file says what the spec says, read back through the loader (layer map from
+// full_attention_interval, gated attention with partial rotary, the delta net's geometry from the ssm.*
+// keys), and a prefill gives the same bits whole or split across chunk and checkpoint boundaries.
+TEST(SyntheticModel, AQwen35ModelLoadsWithItsGeometryAndRuns) {
+  for (TensorType type : {TensorType::kF32, TensorType::kQ8_0, TensorType::kQ4_K}) {
+    SCOPED_TRACE(std::string(TensorTypeName(type)));
+    SyntheticSpec spec = TinyQwen35Spec(type);
+    if (type == TensorType::kQ4_K) {  // 256-element blocks: every matrix's width a multiple of 256
+      spec.n_embd = 256;
+      spec.head_dim = 64;  // q 4 x 64
+      spec.ssm_d_inner = 4 * 64;
+      spec.ssm_d_state = 64;
+    }
+    auto bytes = BuildSyntheticModel(spec);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_EQ(*bytes, *BuildSyntheticModel(spec));  // deterministic
+    auto file = gguf::File::FromBuffer(std::move(*bytes));
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ(file->FindTensor("blk.0.attn_qkv.weight")->type, type);
+    EXPECT_EQ(file->FindTensor("blk.2.attn_q.weight")->type, type);
+    auto model = Model::FromFile(std::move(*file), 2);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const Model& m = **model;
+    const HParams& hp = m.hparams();
+    EXPECT_EQ(hp.arch, Arch::kQwen35);
+    using enum MixerKind;
+    EXPECT_EQ(hp.mixers, (std::vector<MixerKind>{kGatedDeltaNet, kGatedDeltaNet, kAttention, kGatedDeltaNet,
+                                                 kGatedDeltaNet, kAttention}));
+    EXPECT_EQ(hp.ffns, std::vector<FfnKind>(6, FfnKind::kDense));
+    EXPECT_EQ(hp.n_embd, spec.n_embd);
+    EXPECT_EQ(hp.n_vocab, 512u);
+    EXPECT_EQ(hp.n_ff, 256u);
+    EXPECT_EQ(hp.n_head, 4u);
+    EXPECT_EQ(hp.n_head_kv, 2u);
+    EXPECT_EQ(hp.head_dim, spec.head_dim);
+    EXPECT_EQ(hp.n_rot, spec.head_dim / 4);  // partial rotary, Qwen3.5's quarter
+    EXPECT_EQ(hp.rope_type, RopeType::kNeox);
+    EXPECT_EQ(hp.rope_theta, 1e7f);
+    EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+    EXPECT_TRUE(hp.qk_norm && hp.attn_output_gate);
+    EXPECT_EQ(hp.ssm.mixer, kGatedDeltaNet);
+    EXPECT_EQ(hp.ssm.n_head, 4u);                    // value heads
+    EXPECT_EQ(hp.ssm.n_group, 2u);                   // key heads
+    EXPECT_EQ(hp.ssm.d_state, spec.ssm_d_state);     // key head size
+    EXPECT_EQ(hp.ssm.head_dim(), spec.ssm_d_state);  // value head size
+    EXPECT_EQ(hp.ssm.d_conv, 4u);
+    EXPECT_EQ(hp.ssm.conv_channels(),
+              8 * spec.ssm_d_state);  // the rows of attn_qkv: q | k (2 heads each) | v (4)
+    const kv::KvLayout layout = m.KvLayoutFor(16, kv::KvPrecision::kF32, 32);
+    EXPECT_TRUE(layout.Validate().ok()) << layout.Validate().ToString();
+    ASSERT_EQ(layout.layer_specs.size(), 6u);
+    for (uint32_t l = 0; l < 6; ++l)
+      EXPECT_EQ(layout.layer_specs[l].kind,
+                l % 3 == 2 ? kv::LayerKind::kAttention : kv::LayerKind::kRecurrent)
+          << l;
+    EXPECT_EQ(layout.recurrent_layer_bytes, hp.ssm.state_bytes());
+    EXPECT_EQ(layout.checkpoint_tokens, 32u);
+
+    kv::CacheOptions co;
+    co.layout = layout;
+    auto cache = kv::Cache::Create(co);
+    ASSERT_TRUE(cache.ok());
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 53) % 500);
+    const std::vector<float> whole = Prefill(m, **cache, prompt, prompt.size());
+    ASSERT_EQ(whole.size(), 512u);
+    float spread = 0.0f;
+    for (float v : whole) {
+      ASSERT_TRUE(std::isfinite(v));
+      spread = std::max(spread, std::fabs(v));
+    }
+    EXPECT_GT(spread, 1.0f);                // not a degenerate model
+    for (size_t split : {1, 13, 16, 33}) {  // across chunk (16) and checkpoint (32) boundaries
+      const std::vector<float> got = Prefill(m, **cache, prompt, split);
+      EXPECT_EQ(std::memcmp(whole.data(), got.data(), whole.size() * 4), 0) << "split " << split;
+    }
+    EXPECT_TRUE((*cache)->CheckInvariants().ok());
+  }
+}
+
+// The benchmark shape's geometry (with 4 layers and a small vocabulary, to build fast): what the header
+// says, and the recurrent state it documents.
+TEST(SyntheticModel, TheQwen35ShapeIsQwen35SmallLayer) {
+  SyntheticSpec spec = Qwen35Shape(TensorType::kQ8_0, 4);
+  EXPECT_EQ(Qwen35Shape(TensorType::kQ8_0).n_layer, 16u);
+  EXPECT_EQ(spec.n_vocab, 32000u);
+  spec.n_vocab = 512;
+  auto bytes = BuildSyntheticModel(spec);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto file = gguf::File::FromBuffer(std::move(*bytes));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto model = Model::FromFile(std::move(*file), 2);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const HParams& hp = (*model)->hparams();
+  using enum MixerKind;
+  EXPECT_EQ(hp.mixers, (std::vector<MixerKind>{kGatedDeltaNet, kGatedDeltaNet, kGatedDeltaNet, kAttention}));
+  EXPECT_EQ(hp.n_embd, 1024u);
+  EXPECT_EQ(hp.n_head, 8u);
+  EXPECT_EQ(hp.n_head_kv, 2u);
+  EXPECT_EQ(hp.head_dim, 256u);
+  EXPECT_EQ(hp.n_rot, 64u);
+  EXPECT_EQ(hp.n_ff, 3584u);
+  EXPECT_EQ(hp.ssm.n_head, 16u);
+  EXPECT_EQ(hp.ssm.n_group, 16u);
+  EXPECT_EQ(hp.ssm.d_state, 128u);
+  EXPECT_EQ(hp.ssm.head_dim(), 128u);
+  EXPECT_EQ(hp.ssm.conv_channels(), 6144u);
+  // 1.32 MiB per delta-net layer and sequence (synthetic_model.h).
+  EXPECT_NEAR(static_cast<double>(hp.ssm.state_bytes()) / (1 << 20), 1.32, 0.005);
+}
+
+TEST(SyntheticModel, RefusesAQwen35ShapeThatDoesNotFit) {
+  SyntheticSpec s = TinyQwen35Spec(TensorType::kQ8_0);
+  s.ssm_n_group = 3;  // key heads must divide the value heads
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+  s = TinyQwen35Spec(TensorType::kQ8_0);
+  s.ssm_d_state = 16;  // value heads (d_inner / 4 = 32) wider than key heads: llama.cpp could not load it
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+  s = TinyQwen35Spec(TensorType::kQ8_0);
+  s.n_rot = 34;  // more rotated dims than the head's 32
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+  s = TinyQwen35Spec(TensorType::kQ8_0);
+  s.attention_every = 7;  // beyond the 6 layers: the loader would refuse full_attention_interval
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+  s = TinyQwen35Spec(TensorType::kQ4_K);  // dim 128: not a multiple of Q4_K's 256
+  EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+  s = TinyQwen35Spec(TensorType::kQ8_0);
+  s.granite_experts = true;
   EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -23,12 +23,13 @@ constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  Tensor
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen3moe | qwen2moe | olmoe | gpt-oss
+  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen35 | qwen3moe | qwen2moe | olmoe | gpt-oss
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
-  uint32_t head_dim = 0, n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;  // the MoE shapes
-  uint32_t ssm_d_inner = 0;                                                                 // the hybrid shapes
+  uint32_t head_dim = 0;                                                       // the MoE shapes and qwen35
+  uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;  // the MoE shapes
+  uint32_t ssm_d_inner = 0;                                                    // the hybrid shapes
   uint32_t window = 0;                                                                      // gpt-oss
   uint64_t seed = 0;
 };
@@ -41,6 +42,8 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::HybridShape(type);
   } else if (o.shape == "hybrid-moe") {
     s = model::HybridMoeShape(type);
+  } else if (o.shape == "qwen35") {
+    s = model::Qwen35Shape(type);
   } else if (o.shape == "qwen3moe") {
     s = model::Qwen3MoeShape(type);
   } else if (o.shape == "qwen2moe") {
@@ -50,14 +53,22 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   } else if (o.shape == "gpt-oss") {
     s = model::GptOssShape(type);
   } else {
-    return InvalidArgumentError("--shape must be peer, hybrid, hybrid-moe, qwen3moe, qwen2moe, olmoe or gpt-oss, got '" +
-                                o.shape + "'");
+    std::string msg =
+        "--shape must be peer, hybrid, hybrid-moe, qwen35, qwen3moe, qwen2moe, olmoe or gpt-oss, got '";
+    msg.append(o.shape).append("'");
+    return InvalidArgumentError(msg);
   }
   const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe ||
                    s.arch == model::SyntheticArch::kGptOss || s.arch == model::SyntheticArch::kOlmoe || s.granite_experts;
-  if (!moe && (o.head_dim || o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
-    return InvalidArgumentError("--head-dim, --experts, --experts-used, --expert-ffn and --shared-ffn are for the "
-                                "MoE shapes (hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss)");
+  const bool qwen35 = s.arch == model::SyntheticArch::kQwen35;
+  if (!moe && (o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
+    return InvalidArgumentError(
+        "--experts, --experts-used, --expert-ffn and --shared-ffn are for the MoE shapes "
+        "(hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss)");
+  if (!moe && !qwen35 && o.head_dim)
+    return InvalidArgumentError(
+        "--head-dim is for the MoE shapes (hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss) "
+        "and qwen35");
   if (o.window != 0 && s.arch != model::SyntheticArch::kGptOss)
     return InvalidArgumentError("--window is for the gpt-oss shape");
   auto set = [](uint32_t v, uint32_t& field) {
@@ -75,6 +86,8 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   set(o.n_ff_expert, s.n_ff_expert);
   set(o.n_ff_shared, s.n_ff_shared);
   set(o.window, s.window);
+  // Not for qwen35: llama.cpp reads the delta net's value head size from ssm.state_size, so its width is
+  // fixed by the heads (16 of 128).
   if (o.ssm_d_inner != 0 && s.arch != model::SyntheticArch::kGraniteHybrid)
     return InvalidArgumentError("--ssm-inner is for the hybrid shapes (hybrid, hybrid-moe)");
   set(o.ssm_d_inner, s.ssm_d_inner);
@@ -141,14 +154,21 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
       "synth", "Write a GGUF model of a given shape with deterministic synthetic weights (for benchmarks)");
   c->add_option("-o,--output", o->output, "Destination file (with --type all: an existing directory)")->required();
   c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")->capture_default_str();
-  c->add_option("--shape", o->shape,
-                "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
-                "290M (every 4th layer attention, the rest Mamba-2); hybrid-moe: hybrid with Granite 4.0-H Tiny's experts (64 of "
-                "512, 6 used, a shared expert of 1024); qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
-                "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim 2048, "
-                "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; olmoe: OLMoE-1B-7B's layer (dim 2048, 16 heads of 128 with whole-row q/k norms, 64 experts of "
-                "1024, 8 used), 8 layers; gpt-oss: gpt-oss-20b's layer "
-                "(dim 2880, 64/8 heads of 64, 32 experts of 2880, 4 used, sinks, window 128 on even layers, YaRN), 6 layers")
+  c->add_option(
+       "--shape", o->shape,
+       "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
+       "290M (every 4th layer attention, the rest Mamba-2); hybrid-moe: hybrid with Granite 4.0-H Tiny's "
+       "experts (64 of "
+       "512, 6 used, a shared expert of 1024); qwen35: Qwen3.5-0.8B's layer (dim 1024, every 4th layer "
+       "gated attention of 8/2 heads of 256 with 64 rotated dims, the others gated delta nets of 16 key and "
+       "16 value heads of 128, ffn 3584), 16 layers; qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
+       "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim "
+       "2048, "
+       "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; olmoe: "
+       "OLMoE-1B-7B's layer (dim 2048, 16 heads of 128 with whole-row q/k norms, 64 experts of "
+       "1024, 8 used), 8 layers; gpt-oss: gpt-oss-20b's layer "
+       "(dim 2880, 64/8 heads of 64, 32 experts of 2880, 4 used, sinks, window 128 on even layers, YaRN), 6 "
+       "layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
   c->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the shape's)");
@@ -157,7 +177,8 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--heads", o->n_head, "Attention heads (default: the shape's)");
   c->add_option("--kv-heads", o->n_head_kv, "KV heads (default: the shape's)");
   c->add_option("--ffn", o->n_ff, "FFN width (default: the shape's)");
-  c->add_option("--head-dim", o->head_dim, "MoE shapes: attention head width (default: the shape's)");
+  c->add_option("--head-dim", o->head_dim,
+                "MoE shapes and qwen35: attention head width (default: the shape's)");
   c->add_option("--experts", o->n_expert, "MoE shapes: experts per layer (default: the shape's)");
   c->add_option("--experts-used", o->n_expert_used, "MoE shapes: experts per token (default: the shape's)");
   c->add_option("--expert-ffn", o->n_ff_expert, "MoE shapes: each expert's FFN width (default: the shape's)");
