@@ -17,6 +17,7 @@ int HttpStatusFor(const Status& s) {
   if (s.detail() == kDetailChatTemplateFault) return 500;
   if (s.detail() == kDetailCancelled) return 503;
   if (s.detail() == kDetailChatTemplateRejected) return 400;
+  if (s.detail() == kDetailStoreError) return 502;
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
@@ -48,11 +49,13 @@ void SendStatus(httplib::Response& res, const Status& s) {
   const int status = HttpStatusFor(s);
   // Busy (a full queue) or out of KV memory: the same request may succeed shortly; OpenAI clients retry
   // these statuses and read Retry-After.
-  if (status == 429 || status == 503) res.set_header("Retry-After", "1");
+  if (status == 429 || status == 503 || status == 502) res.set_header("Retry-After", "1");
   const char* code = s.detail() == kDetailChatTemplateFault      ? "chat_template_error"
                      : s.detail() == kDetailChatTemplateRejected ? "chat_template_rejected"
                      : s.detail() == kDetailCancelled            ? "request_cancelled"
                      : s.detail() == engine::kDetailContextLength ? "context_length_exceeded"
+                     : s.detail() == kDetailStoreError   ? (s.code() == StatusCode::kDataLoss ? "store_object_damaged"
+                                                                                                  : "store_error")
                      : status == 429                             ? "server_busy"
                      : status == 503                             ? "kv_memory_exhausted"
                                                                  : "";

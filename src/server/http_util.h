@@ -21,6 +21,10 @@ inline constexpr int kDetailChatTemplateRejected = 2002;
 // A request cancelled by the server (its client left, or the server is shutting down): 503
 // request_cancelled, Retry-After: 1.
 inline constexpr int kDetailCancelled = 2003;
+// Status::detail() of a request that failed in the snapshot store (--share-sessions: the session's newest
+// generation could not be read): 502 `store_error` (`store_object_damaged` for damaged data) with
+// Retry-After, not the 429 of a busy server.
+inline constexpr int kDetailStoreError = 2004;
 Status CancelledStatus();
 
 // The HTTP status a Status maps to: bad input 400, unknown things 404, busy or wrong-model 409,

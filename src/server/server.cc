@@ -101,12 +101,17 @@ Status Server::FetchSession(const std::string& id) {
       held = it->second.generation;
     }
   }
-  LLAMAY_ASSIGN_OR_RETURN(std::optional<engine::SessionRecord> latest, options_.store->LatestSession(weights, id));
+  // A store that fails here is the store's error, not a busy server's (kDetailStoreError: 502).
+  auto store_error = [](const Status& s) { return Status(s.code(), s.message(), kDetailStoreError); };
+  Result<std::optional<engine::SessionRecord>> found = options_.store->LatestSession(weights, id);
+  if (!found.ok()) return store_error(found.status());
+  const std::optional<engine::SessionRecord>& latest = *found;
   if (!latest || (have && latest->generation <= held)) return Status::Ok();
   engine::SessionReceiver receiver(*engine_);
-  LLAMAY_RETURN_IF_ERROR(options_.store->Pull(weights, latest->snapshot, [&](std::span<const uint8_t> piece) {
+  Status pulled = options_.store->Pull(weights, latest->snapshot, [&](std::span<const uint8_t> piece) {
     return receiver.Feed(piece);
-  }));
+  });
+  if (!pulled.ok()) return store_error(pulled);
   LLAMAY_ASSIGN_OR_RETURN(engine::Session session, receiver.Finish());
   std::lock_guard l(ctx_mu_);
   auto it = contexts_.find(id);

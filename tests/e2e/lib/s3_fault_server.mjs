@@ -14,11 +14,12 @@
 //
 // Virtual-hosted requests work through http://s3.localhost:<proxy port> (bucket.s3.localhost).
 // Usage: node s3_fault_server.mjs --access-key AK --secret-key SK [--session-token T] [--bucket NAME]...
+//   [--data-dir DIR] [--port PROXY_PORT]   (a restart on the same DIR and port serves the same objects)
 // Prints "READY s3=<port> proxy=<port>" once both listen. Reads commands from stdin, one JSON per line:
 //   {"cmd":"fault","mode":"status","status":500,"code":"InternalError","count":-1,"methods":["PUT"]}
 //   {"cmd":"reset"}   clears the fault and the counters          -> "OK"
 //   {"cmd":"stats"}   -> "STATS {"requests":N,"faulted":N,"signed":N,"unsigned":N,"sigfail":N,...}"
-// Exits, removing its data folder, when stdin closes or on SIGTERM/SIGINT.
+// Exits, removing its data folder (unless --data-dir), when stdin closes or on SIGTERM/SIGINT.
 import http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -49,11 +50,13 @@ for (let i = 2; i < process.argv.length; i += 2) {
   else if (k === '--secret-key') args.secretKey = v;
   else if (k === '--session-token') args.sessionToken = v;
   else if (k === '--bucket') args.buckets.push(v);
+  else if (k === '--data-dir') args.dataDir = v;  // kept on exit, so that a restart finds the objects
+  else if (k === '--port') args.port = Number(v);  // the proxy's port (default: any free one)
   else { console.error(`unknown argument ${k}`); process.exit(2); }
 }
 if (!args.accessKey || !args.secretKey) { console.error('--access-key and --secret-key are required'); process.exit(2); }
 
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'llamay-s3rver-'));
+const dataDir = args.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'llamay-s3rver-'));
 const s3 = new S3rver({
   // serviceEndpoint 'localhost': a request to <bucket>.s3.localhost is virtual-hosted (curl and Node
   // resolve *.localhost to loopback); one to 127.0.0.1 is path-style.
@@ -62,7 +65,7 @@ const s3 = new S3rver({
 });
 let cleaned = false;
 function cleanup() {
-  if (cleaned) return;
+  if (cleaned || args.dataDir) return;
   cleaned = true;
   try { fs.rmSync(dataDir, { recursive: true, force: true }); } catch { /* best effort */ }
 }
@@ -229,7 +232,7 @@ proxy.keepAliveTimeout = 2000;
 let s3Port;
 const { port } = await s3.run();
 s3Port = port;
-await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+await new Promise((r) => proxy.listen(args.port ?? 0, '127.0.0.1', r));
 process.stdout.write(`READY s3=${s3Port} proxy=${proxy.address().port}\n`);
 
 const rl = readline.createInterface({ input: process.stdin });
