@@ -21,19 +21,30 @@
 namespace llamay::server {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// An engine event of one choice, and when the engine produced it (the latency metrics' clock: the handler
+// may read it later, after writing the previous one to a slow client).
+struct ChoiceEvent {
+  size_t choice = 0;
+  engine::Event event;
+  Clock::time_point at;
+};
+
 // Events from the engine's scheduler thread to the handler thread.
 struct Channel {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<size_t, engine::Event>> events;  // (choice, event)
+  std::deque<ChoiceEvent> events;
   void Push(size_t choice, engine::Event e) {
+    const Clock::time_point at = Clock::now();
     {
       std::lock_guard l(mu);
-      events.emplace_back(choice, std::move(e));
+      events.push_back({choice, std::move(e), at});
     }
     cv.notify_all();
   }
-  bool Pop(std::pair<size_t, engine::Event>* out, std::chrono::milliseconds wait) {
+  bool Pop(ChoiceEvent* out, std::chrono::milliseconds wait) {
     std::unique_lock l(mu);
     if (!cv.wait_for(l, wait, [&] { return !events.empty(); })) return false;
     *out = std::move(events.front());
@@ -54,6 +65,7 @@ struct ChoiceState {
   std::unique_ptr<toolcall::HarmonyStream> harmony;        // gpt-oss: reasoning, answer and calls at once
   std::shared_ptr<std::atomic<int>> reasoning_tokens;     // counted by the request's ReasoningBudget
   bool started = false;  // an event (a token or the end) has arrived
+  std::optional<Clock::time_point> first_token;  // when its first generated token was produced
 };
 
 }  // namespace
@@ -78,6 +90,8 @@ struct Generation::Impl {
   std::string constraint_after;
   size_t prefill_cached = 0;           // n > 1: what the shared prefill reused
   std::vector<size_t> prompt_offsets;  // echo: code points of the text before each prompt token
+  Clock::time_point arrival;           // the HTTP request's (Server::RequestArrival), for the metrics
+  bool ttft_counted = false;           // the request's first token (of any choice) has arrived
 };
 
 namespace {
@@ -298,6 +312,7 @@ Result<std::shared_ptr<Generation>> Generation::Start(Server& server, Conversati
                                                       std::shared_ptr<ConnectionWatch> watch) {
   std::shared_ptr<Generation> gen(new Generation(server));
   Impl& g = *gen->impl_;
+  g.arrival = Server::RequestArrival();
   g.watch = std::move(watch);
   if (!c.store_as.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot be stored");
   if (!c.session.empty() && c.n != 1) return InvalidArgumentError("'n' > 1 cannot continue a llamay_session");
@@ -546,9 +561,34 @@ Status Generation::LaunchKeyed() {
 }
 
 std::optional<ChoiceUpdate> Generation::Next(std::chrono::milliseconds wait) {
-  std::pair<size_t, engine::Event> ev;
+  ChoiceEvent ev;
   if (!impl_->channel->Pop(&ev, wait)) return std::nullopt;
-  return Apply(ev.first, ev.second);
+  CountLatency(ev.choice, ev.event, ev.at);
+  return Apply(ev.choice, ev.event);
+}
+
+// TTFT once per request, at its first token; TPOT per choice of 2 tokens or more, and the request's
+// duration, at the end (a choice's final event comes once; events after it are not counted).
+void Generation::CountLatency(size_t ci, const engine::Event& e, std::chrono::steady_clock::time_point at) {
+  Impl& g = *impl_;
+  ChoiceState& s = g.states[ci];
+  Server::Metrics& m = server_.metrics();
+  if (e.token >= 0) ++m.tokens_streamed;  // the page's tokens/s (/v1/events stats)
+  if (choices_[ci].done) return;
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  if (e.token >= 0) {
+    if (!s.first_token) s.first_token = at;
+    if (!g.ttft_counted) m.ttft.Observe(seconds(at - g.arrival));
+    g.ttft_counted = true;
+  }
+  if (!e.finished) return;
+  const size_t tokens = e.usage.completion_tokens;
+  if (s.first_token && tokens >= 2)
+    m.tpot.Observe(seconds(at - *s.first_token) / static_cast<double>(tokens - 1));
+  // The last choice to end (this one is not marked done yet).
+  size_t running = 0;
+  for (const ChoiceResult& c : choices_) running += c.done ? 0 : 1;
+  if (running == 1) m.duration.Observe(seconds(at - g.arrival));
 }
 
 ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
@@ -558,7 +598,6 @@ ChoiceUpdate Generation::Apply(size_t ci, engine::Event& e) {
   u.choice = ci;
   u.first = !s.started;
   s.started = true;
-  if (e.token >= 0) ++server_.metrics().tokens_streamed;  // the page's tokens/s (/v1/events stats)
   if (r.done) return u;
   if (e.token < 0 && !e.finished && c_.echo && c_.top_logprobs >= 0)  // the prefill's prompt logprobs
     AddPromptLogprobs(*impl_, e.prompt_logprobs, &r);

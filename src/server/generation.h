@@ -139,6 +139,9 @@ class Generation {
   Status LaunchForked();
   // Submits the one choice of a request with a prompt_cache_key (Conversation::cache_key).
   Status LaunchKeyed();
+  // Counts engine event `e` of choice `i`, produced at `at`, in the server's latency histograms and
+  // token count. Before Apply (which marks a choice done).
+  void CountLatency(size_t i, const engine::Event& e, std::chrono::steady_clock::time_point at);
   // Applies engine event `e` of choice `i`: the text it brings, through the parsers, as output events.
   ChoiceUpdate Apply(size_t i, engine::Event& e);
   Server& server_;

@@ -28,6 +28,26 @@
 
 namespace llamay::server {
 
+namespace {
+// The request this handler thread is answering: when it arrived (set by the pre-routing handler; unset
+// on threads that answer none), and whether the pre-routing handler saw it (the HTTP library answers a
+// malformed request line or an oversized URI itself, without routing it).
+thread_local std::chrono::steady_clock::time_point t_arrival{};
+thread_local bool t_routed = false;
+}  // namespace
+
+std::chrono::steady_clock::time_point Server::RequestArrival() {
+  return t_arrival != std::chrono::steady_clock::time_point{} ? t_arrival : std::chrono::steady_clock::now();
+}
+
+void Server::CountAnswer(int status) {
+  if (!t_routed) ++metrics_.requests;  // an answer the library gave without routing: received all the same
+  t_routed = false;
+  t_arrival = {};
+  if (status >= 400) ++metrics_.errors;
+  if (status >= 100 && status < static_cast<int>(metrics_.by_status.size())) ++metrics_.by_status[status];
+}
+
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -246,8 +266,9 @@ void Server::Routes() {
   h.new_task_queue = [n = options_.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++metrics_.requests;
+    t_arrival = std::chrono::steady_clock::now();
+    t_routed = true;
     if (shutting_down_) {  // a request on a connection that was open when the shutdown began
-      ++metrics_.errors;
       res.set_header("Connection", "close");
       SendError(res, 503, "the server is shutting down", "server_shutting_down");
       return httplib::Server::HandlerResponse::Handled;
@@ -255,7 +276,6 @@ void Server::Routes() {
     // A browser sends Origin with every cross-site POST and DELETE, and a page elsewhere must not drive
     // this one (clients that are not browsers send no Origin).
     if (!OriginAllowed(req, options_.host, port_)) {
-      ++metrics_.errors;
       SendError(res, 403,
                 "cross-origin request refused: Origin " + req.get_header_value("Origin") + " is not this server",
                 "forbidden_origin");
@@ -267,13 +287,15 @@ void Server::Routes() {
   });
   h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
-    ++metrics_.errors;
     if (res.status == 404) return SendError(res, 404, "no route " + req.method + " " + req.path);
     if (res.status == 413) return SendError(res, 413, "the request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes");
     SendError(res, res.status, "request failed");
   });
-  h.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    ++metrics_.errors;
+  // Every answer passes here once, after the route, the error handler or the library wrote it and before
+  // it goes out: the one place that counts errors (a client that has its answer finds it counted).
+  h.set_post_routing_handler(
+      [this](const httplib::Request&, httplib::Response& res) { CountAnswer(res.status); });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       std::rethrow_exception(ep);
@@ -342,7 +364,21 @@ void Server::Routes() {
              std::to_string(v) + "\n";
     };
     metric("llamay_requests_total", "counter", metrics_.requests.load(), "HTTP requests received");
-    metric("llamay_request_errors_total", "counter", metrics_.errors.load(), "HTTP requests answered with an error");
+    metric("llamay_request_errors_total", "counter", metrics_.errors.load(),
+           "HTTP requests answered with a status of 400 or more");
+    out.append("# HELP llamay_requests_by_status_total HTTP requests answered, by status code\n"
+               "# TYPE llamay_requests_by_status_total counter\n");
+    // The statuses llamay answers with are always present, 0 until one is answered: a series that
+    // appears at its first increment hides that increment from rate().
+    static constexpr size_t kAlwaysShown[] = {200, 304, 400, 401, 403, 404, 409, 413, 429, 500, 502, 503};
+    for (size_t code = 100; code < metrics_.by_status.size(); ++code) {
+      const uint64_t n = metrics_.by_status[code].load();
+      const bool shown =
+          std::find(std::begin(kAlwaysShown), std::end(kAlwaysShown), code) != std::end(kAlwaysShown);
+      if (n == 0 && !shown) continue;
+      out.append("llamay_requests_by_status_total{code=\"").append(std::to_string(code)).append("\"} ");
+      out.append(std::to_string(n)).append("\n");
+    }
     metric("llamay_prompt_tokens_total", "counter", metrics_.prompt_tokens.load(), "Prompt tokens of completions");
     metric("llamay_cached_prompt_tokens_total", "counter", metrics_.cached_tokens.load(), "Prompt tokens served from cache");
     metric("llamay_completion_tokens_total", "counter", metrics_.completion_tokens.load(), "Generated tokens");
@@ -360,8 +396,18 @@ void Server::Routes() {
     metric("llamay_prefix_tree_evictions_total", "counter", s.tree_evictions, "Prefix tree evictions");
     metric("llamay_contexts_held", "gauge", held, "Contexts held by /v1/contexts");
     metric("llamay_context_forks_total", "counter", metrics_.forks.load(), "Branches made by /v1/contexts/{id}/fork");
-    metric("llamay_context_snapshots_total", "counter", metrics_.snapshots.load(), "Snapshots downloaded whole");
-    metric("llamay_context_restores_total", "counter", metrics_.restores.load(), "Contexts restored from snapshots");
+    metric("llamay_context_snapshots_total", "counter", metrics_.snapshots.load(),
+           "Snapshots downloaded whole from /v1/contexts/{id}/snapshot");
+    metric("llamay_context_restores_total", "counter", metrics_.restores.load(),
+           "Contexts restored from snapshots by /v1/contexts/restore");
+    metrics_.ttft.Render("llamay_time_to_first_token_seconds",
+                         "Seconds from a completion request's arrival to its first generated token", &out);
+    metrics_.tpot.Render("llamay_time_per_output_token_seconds",
+                         "Seconds per generated token after the first, per completion of 2 tokens or more",
+                         &out);
+    metrics_.duration.Render("llamay_request_duration_seconds",
+                             "Seconds from a completion request's arrival to the end of its generation",
+                             &out);
     metric("llamay_queue_depth", "gauge", engine_->queue_depth(), "Requests waiting for the scheduler");
     metric("llamay_requests_active", "gauge", engine_->active(), "Requests the scheduler is running");
     const engine::EngineStats es = engine_->stats();

@@ -17,6 +17,7 @@
 #ifndef LLAMAY_SERVER_SERVER_H_
 #define LLAMAY_SERVER_SERVER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -33,6 +34,7 @@
 #include "engine/engine.h"
 #include "engine/session.h"
 #include "engine/snapshot_store.h"
+#include "server/histogram.h"
 
 namespace httplib {
 class Server;
@@ -174,17 +176,33 @@ class Server {
   std::map<std::string, HeldContext>& contexts() { return contexts_; }
 
   struct Metrics {
+    // requests: every request received; errors: every answer with an HTTP status >= 400, counted once
+    // where each answer goes out (the post-routing handler), whoever wrote it.
     std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, completion_tokens{0};
     // The /v1/contexts routes' work, and generated tokens counted as they stream (for tokens/s).
     std::atomic<uint64_t> forks{0}, restores{0}, snapshots{0}, tokens_streamed{0};
+    // Answers by HTTP status (index: the status, 100 to 599), counted with `errors`.
+    std::array<std::atomic<uint64_t>, 600> by_status{};
+    // Completion latency (generation.cc; every surface, streamed or not), in seconds:
+    //  - ttft: from a request's arrival to its first generated token (requests that generate one);
+    //  - tpot: per choice with at least 2 tokens, (its end - its first token) / (tokens - 1);
+    //  - duration: from a request's arrival to the end of its last choice.
+    Histogram ttft{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60};
+    Histogram tpot{0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2};
+    Histogram duration{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300};
   };
   Metrics& metrics() { return metrics_; }
+  // When the request this handler thread is answering arrived (its headers were read: the pre-routing
+  // handler); now on a thread that is not answering one.
+  static std::chrono::steady_clock::time_point RequestArrival();
   // The event log of GET /v1/events (events.h); shared with the streams that read it.
   EventHub& events() { return *events_; }
   const std::shared_ptr<EventHub>& events_ptr() { return events_; }
 
  private:
   void Routes();
+  // Counts an answer about to go out (every one, whatever wrote it) by its status.
+  void CountAnswer(int status);
   bool Authorized(const httplib::Request& req, httplib::Response& res);
   // HoldResponse's work under ctx_mu_; the ids it evicted go to *evicted.
   void HoldResponseLocked(const std::string& id, HeldContext held, std::vector<std::string>* evicted);

@@ -2,10 +2,12 @@
 # Checks dashboards/llamay.json against a real llamay: starts `llamay serve` (the built-in demo model) on a
 # free loopback port, runs `promtool check metrics` on a scrape of /metrics, starts a Prometheus of its own
 # (temporary config and storage, loopback only, 1 s scrape interval) that scrapes that llamay, drives a
-# little traffic (chat completions, /v1/contexts create, fork, snapshot, restore, delete, a 404), waits
-# until Prometheus has scraped it, then runs every query of the dashboard (every target's expr, Grafana's
-# variables replaced) through Prometheus's /api/v1/query. It fails when a query errors or returns no
-# series, when the dashboard names a metric the scrape lacks, or when a panel does not use the data source
+# little traffic (chat completions, a completion of 4 tokens, /v1/contexts create, fork, snapshot, restore,
+# delete, a 404) that gives every series the dashboard reads a sample (the latency histograms, the fork,
+# snapshot and restore counters, errors by status), waits until Prometheus has scraped it, then runs every
+# query of the dashboard (every target's expr, Grafana's variables replaced) through Prometheus's
+# /api/v1/query. It fails when a query errors or returns no series, when a latency percentile is not a
+# number, when the dashboard names a metric the scrape lacks, or when a panel does not use the data source
 # variable. Every process it starts is stopped on exit.
 #
 # Usage: check.sh [LLAMAY_BINARY]   (default: $LLAMAY_BIN, else build/release/bin/llamay)
@@ -93,7 +95,11 @@ echo "promtool check metrics: ok ($(grep -c '^# TYPE' "$scrape") metrics)"
 # Every metric the dashboard names is in the scrape, so a renamed metric fails here by name.
 mapfile -t used < <(printf '%s\n' "${exprs[@]}" | grep -o 'llamay_[a-z0-9_]*' | sort -u)
 for m in "${used[@]}"; do
-  grep -q "^# TYPE $m " "$scrape" || fail "the dashboard uses $m, which /metrics does not export"
+  grep -q "^# TYPE $m " "$scrape" && continue
+  # A histogram's series: NAME_bucket, NAME_sum and NAME_count of "# TYPE NAME histogram".
+  base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$m")
+  [ "$base" != "$m" ] && grep -q "^# TYPE $base histogram$" "$scrape" && continue
+  fail "the dashboard uses $m, which /metrics does not export"
 done
 
 # --- Prometheus on a free loopback port, scraping llamay every second. ---
@@ -151,6 +157,9 @@ post() { curl -fsS --max-time 30 -H 'Content-Type: application/json' "$@"; }
 chat='{"messages":[{"role":"system","content":"You are a terse assistant for the dashboard check."},{"role":"user","content":"hi"}],"max_tokens":8}'
 post "$llamay_url/v1/chat/completions" -d "$chat" >/dev/null
 post "$llamay_url/v1/chat/completions" -d "$chat" >/dev/null  # the same prompt again: a prefix hit
+# 4 tokens whatever the sampling: a time per output token for certain.
+post "$llamay_url/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":4,"ignore_eos":true}' \
+  >/dev/null
 ctx=$(post "$llamay_url/v1/contexts" -d '{"prompt":"A system prompt that the dashboard check forks and restores."}' | jq -r .id)
 post -X POST "$llamay_url/v1/contexts/$ctx/fork?n=2" >/dev/null
 curl -fsS --max-time 30 "$llamay_url/v1/contexts/$ctx/snapshot" -o "$LLAMAY_E2E_TMP/ctx.llamayctx"
@@ -161,12 +170,23 @@ post "$llamay_url/v1/chat/completions" \
 curl -fsS --max-time 30 -X DELETE "$llamay_url/v1/contexts/$restored" >/dev/null
 code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 "$llamay_url/no-such-route")
 [ "$code" = 404 ] || fail "GET /no-such-route answered $code, not 404"
-tokens=$(curl -fsS --max-time 5 "$llamay_url/metrics" | sed -n 's/^llamay_completion_tokens_total \([0-9.e+]*\)$/\1/p')
+after=$(curl -fsS --max-time 5 "$llamay_url/metrics")
+tokens=$(sed -n 's/^llamay_completion_tokens_total \([0-9.e+]*\)$/\1/p' <<<"$after")
 [ -n "$tokens" ] || fail "no llamay_completion_tokens_total in /metrics"
-echo "traffic: 3 chat completions, a context ($ctx) forked 2 ways, snapshotted, restored ($restored) and deleted, a 404"
+# The traffic reached the series the dashboard's latency and context panels read.
+for series in llamay_time_to_first_token_seconds_count llamay_time_per_output_token_seconds_count \
+  llamay_request_duration_seconds_count llamay_context_forks_total llamay_context_snapshots_total \
+  llamay_context_restores_total 'llamay_requests_by_status_total{code="404"}'; do
+  value=$(awk -v s="$series" '$1 == s { print $2 }' <<<"$after")
+  awk -v v="${value:-0}" 'BEGIN { exit !(v > 0) }' || fail "$series is ${value:-absent} after the traffic"
+done
+echo "traffic: 3 chat completions and a completion, a context ($ctx) forked 2 ways, snapshotted, restored" \
+  "($restored) and deleted, a 404"
 # Prometheus has the traffic once it scraped the final token count; one more scrape after that.
 wait_for "llamay_completion_tokens_total == $tokens" "prometheus did not scrape the traffic"
 sleep 1.5
+# Errors by status: the 404 shows in rate() (its series was exported, at 0, before it happened).
+wait_for 'rate(llamay_requests_by_status_total{code="404"}[1m]) > 0' "the 404 is not in the errors by status"
 
 # --- Every query of the dashboard, Grafana's variables replaced as Grafana would for a 1 s scrape. ---
 failed=0
@@ -193,7 +213,14 @@ for e in "${exprs[@]}"; do
     failed=1
     continue
   fi
-  printf 'ok  %-8s %s\n' "$(jq -r '.data.result[0].value[1]' <<<"$answer" | cut -c1-8)" "$q"
+  value=$(jq -r '.data.result[0].value[1]' <<<"$answer")
+  # A percentile of a histogram that saw the traffic is a number (NaN: its buckets did not grow).
+  if [[ $q == *histogram_quantile* ]] && [ "$value" = NaN ]; then
+    echo "FAIL: query returns NaN: $q" >&2
+    failed=1
+    continue
+  fi
+  printf 'ok  %-8s %s\n' "$(cut -c1-8 <<<"$value")" "$q"
 done
 # The instance variable's values: label_values(llamay_requests_total, instance).
 values=$(curl -sS -G --max-time 5 "$prom_url/api/v1/label/instance/values" --data-urlencode 'match[]=llamay_requests_total' |
