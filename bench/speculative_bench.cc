@@ -2,7 +2,7 @@
 // with drafts against plain decode, side by side in one run, each pair of runs checked to give identical
 // tokens (any difference exits with status 1).
 //
-//   speculative_bench [--section ceiling,repeat,random,hybrid] [--reps R] [--threads T] [--tokens N]
+//   speculative_bench [--section ceiling,repeat,random,hybrid,qwen35] [--reps R] [--threads T] [--tokens N]
 //
 // Sections:
 //   ceiling  the machinery's ceiling: drafts forced from the known continuation (an oracle, the plain run's
@@ -14,6 +14,7 @@
 //            show the fallback keeps plain speed.
 //   hybrid   the ceiling on the hybrid benchmark shape (granitehybrid: 4 attention and 12 Mamba-2 layers,
 //            model::HybridShape), for the rollback of a recurrent state.
+//   qwen35   the same on Qwen3.5's shape (4 gated attention and 12 gated delta net layers, model::Qwen35Shape).
 // Decode rate: generated tokens after the first, over the time from the first token's event to the last.
 #include <algorithm>
 #include <chrono>
@@ -111,7 +112,7 @@ std::unique_ptr<engine::Engine> NewEngine(const std::vector<uint8_t>& gguf_or_em
 }
 
 struct Options {
-  std::vector<std::string> sections = {"ceiling", "repeat", "random", "hybrid"};
+  std::vector<std::string> sections = {"ceiling", "repeat", "random", "hybrid", "qwen35"};
   int reps = 3;
   int threads = 2;
   int tokens = 128;
@@ -181,7 +182,7 @@ int Main(int argc, char** argv) {
     } else if (a == "--tokens") {
       o.tokens = std::atoi(next().c_str());
     } else {
-      std::fprintf(stderr, "usage: speculative_bench [--section ceiling,repeat,random,hybrid] [--reps R] "
+      std::fprintf(stderr, "usage: speculative_bench [--section ceiling,repeat,random,hybrid,qwen35] [--reps R] "
                            "[--threads T] [--tokens N]\n");
       return 2;
     }
@@ -200,6 +201,11 @@ int Main(int argc, char** argv) {
     const auto gguf = Must(model::BuildSyntheticModel(model::HybridShape(TensorType::kQ8_0)), "build the hybrid model");
     auto e = NewEngine(gguf, "", o.threads);
     CeilingRows(o, *e, "hybrid-shape Q8_0", 32000);
+  }
+  if (wants("qwen35")) {
+    const auto gguf = Must(model::BuildSyntheticModel(model::Qwen35Shape(TensorType::kQ8_0)), "build the qwen35 model");
+    auto e = NewEngine(gguf, "", o.threads);
+    CeilingRows(o, *e, "qwen35-shape Q8_0", 32000);
   }
   if (wants("repeat")) {
     const std::string path = std::string(LLAMAY_SHARED_DIR) + "/ref/models/stories260K.gguf";
