@@ -81,7 +81,20 @@ done
 # A torn write, made by hand: a truncated chunk, then a truncated manifest, in a copy of the store.
 cp -r "$STORE" "$T/torn"
 manifest=$(find "$T/torn" -path '*/snapshots/base')
-chunk=$(find "$T/torn" -path '*/chunks/*' -type f ! -name '*~tmp*' -size +100k | head -n1)
+# A chunk of base's current version: its name (the hex of its hash) is in the manifest's chunk list. Older
+# chunks stay in the store (an interrupted push's, the previous version's) and truncating one of those
+# would break nothing.
+chunk=$(python3 - "$manifest" <<'PY'
+import pathlib, sys
+manifest = pathlib.Path(sys.argv[1])
+listed = manifest.read_bytes().hex()
+for c in sorted(manifest.parent.parent.glob("chunks/*")):
+    if "~tmp" not in c.name and c.stat().st_size > 100_000 and c.name in listed:
+        print(c)
+        break
+PY
+)
+[ -n "$chunk" ] || fail "no chunk of base's manifest found in the store"
 for victim in "$chunk" "$manifest"; do
   what=$([ "$victim" = "$manifest" ] && echo manifest || echo chunk)
   cp "$victim" "$T/saved"
