@@ -427,6 +427,15 @@ void Engine::Step() {
       for (Seq* s : seqs) Finish(*s, FinishReason::kError, st);
       return;
     }
+    // Drafts need pages plain decode does not: before anyone is preempted for memory, the step is retried
+    // without them (and those requests draft nothing for a while).
+    bool drafted = false;
+    for (Seq* s : seqs) {
+      if (s->verify.empty()) continue;
+      drafted = true;
+      s->pause_until = s->usage.completion_tokens + kMinPause;
+    }
+    if (drafted) return;
     Seq* newest = nullptr;
     size_t running = 0;
     for (auto& sp : active_) {

@@ -390,6 +390,36 @@ TEST(Speculative, DraftsThatCannotPayAreNotMade) {
   EXPECT_EQ(s.usage.draft_tokens, 0u);
 }
 
+// Under memory pressure (4 requests of 3 pages each in a budget of 6): drafts need pages plain decode does
+// not, so a step that runs out is retried without them before anyone is preempted; whatever happens, every
+// request's tokens are those it gets alone without drafts.
+TEST(Speculative, MemoryPressureKeepsEveryOutput) {
+  EngineOptions o = Drafting();
+  const size_t page = MakeEngine()->cache().layout().page_bytes();
+  o.kv_memory_bytes = 6 * page;
+  auto e = MakeEngine("", o);
+  std::vector<Request> reqs;
+  for (uint64_t i = 0; i < 4; ++i) {
+    Request r = Make(*e, std::string(kRepetitive).substr(i * 3), 60, i % 2 ? 0.8f : 0.0f, 20 + i);
+    r.retain = false;
+    reqs.push_back(std::move(r));
+  }
+  std::vector<Outcome> solo;
+  for (const Request& r : reqs) solo.push_back(Submit1(*e, Copy(r, false)));
+  std::vector<std::future<Outcome>> running;
+  for (const Request& r : reqs)
+    running.push_back(std::async(std::launch::async, [&e, &r] { return Submit1(*e, Copy(r, true)); }));
+  size_t drafted = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Outcome s = running[i].get();
+    ExpectSame(solo[i], s, "request " + std::to_string(i));
+    drafted += s.usage.draft_tokens;
+  }
+  EXPECT_GT(drafted, 0u);
+  EXPECT_GT(e->stats().preempted, 0u);  // the pressure was real
+  EXPECT_TRUE(e->cache().CheckInvariants().ok());
+}
+
 TEST(Speculative, OffMeansNoDrafts) {
   EngineOptions o;
   o.speculative = EngineOptions::Speculative::kOff;
