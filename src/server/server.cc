@@ -383,7 +383,9 @@ void Server::Routes() {
     metric("llamay_cached_prompt_tokens_total", "counter", metrics_.cached_tokens.load(), "Prompt tokens served from cache");
     metric("llamay_completion_tokens_total", "counter", metrics_.completion_tokens.load(), "Generated tokens");
     metric("llamay_kv_pages_live", "gauge", s.pages_live, "KV pages in use");
-    metric("llamay_kv_pages_shared", "gauge", s.pages_shared, "KV pages shared by more than one context");
+    metric("llamay_kv_pages_shared", "gauge", s.pages_shared,
+           "KV pages with more than one holder (contexts, prefix-tree entries, checkpoints); /v1/state's "
+           "pool.pages.shared counts only those a context holds");
     metric("llamay_kv_pages_free", "gauge", s.page_bytes ? s.max_bytes / s.page_bytes - std::min(s.pages_live, s.max_bytes / s.page_bytes) : 0,
            "KV pages the budget still allows");
     metric("llamay_kv_bytes_live", "gauge", s.bytes_live, "Bytes of live KV pages, recurrent states and checkpoints");
