@@ -15,9 +15,6 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STORE=$T/store
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 post() { curl -sS --max-time 60 -H 'Content-Type: application/json' "$@"; }
 size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 turn() {

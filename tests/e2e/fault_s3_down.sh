@@ -16,9 +16,6 @@ source "$here/lib.sh"
 T=$LLAMAY_E2E_TMP
 command -v node >/dev/null || { echo "skipped: node is not installed"; exit 77; }
 [ -d "$here/node_modules/s3rver" ] || { echo "skipped: tests/e2e/node_modules lacks s3rver (run scripts/setup)"; exit 77; }
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 SECRET=e2e-secret-$RANDOM$RANDOM
 S3_PID="" PROXY=""
 # start_s3 N: the fault server, on the proxy port of the first start; commands through fd 7.

@@ -17,9 +17,6 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STATE=$T/state
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 post() { curl -fsS --max-time 60 -H 'Content-Type: application/json' "$@"; }
 declare -A tokens  # id -> tokens, of every context a save must keep
 declare -A fresh   # id -> tokens, of the round's new contexts

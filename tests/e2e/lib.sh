@@ -69,3 +69,9 @@ stop_all_servers() {
   for pid in "${E2E_SERVER_PIDS[@]}"; do stop_server "$pid" || true; done
   E2E_SERVER_PIDS=()
 }
+
+# Bookkeeping for tests that go on after a failed check: `pass` and `fail` print one line each and `fails`
+# counts the failures (such a test ends with `[ "$fails" -eq 0 ]`).
+fails=0
+pass() { echo "ok   $*"; }
+fail() { fails=$((fails + 1)); echo "FAIL $*"; }

@@ -18,9 +18,6 @@ T=$LLAMAY_E2E_TMP
 MODEL=()
 stories=$LLAMAY_SHARED/ref/models/stories260K.gguf
 [ -f "$stories" ] && MODEL=(-m "$stories")
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc; }
 lt() { [ "$(echo "$1 < $2" | bc)" = 1 ]; }

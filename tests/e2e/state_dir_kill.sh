@@ -13,9 +13,6 @@ STATE=$T/state
 # Sanitizer builds (E2E_TIME_SCALE > 1) prefill 10-40x slower: shorter contexts keep the test in its time.
 reps=45
 [ "${E2E_TIME_SCALE:-1}" -gt 1 ] && reps=8
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 post() { curl -fsS --max-time 120 -H 'Content-Type: application/json' "$@"; }
 
 start_server first --state-dir "$STATE"

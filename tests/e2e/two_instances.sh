@@ -19,9 +19,6 @@ trap cleanup EXIT
 command -v haproxy >/dev/null || { echo "skipped: haproxy is not installed (scripts/setup installs it)"; exit 77; }
 T=$LLAMAY_E2E_TMP
 STORE=$T/store
-fails=0
-pass() { echo "ok   $*"; }
-fail() { fails=$((fails + 1)); echo "FAIL $*"; }
 
 start_server a --store "$STORE" --share-sessions
 A_URL=$SERVER_URL A_PID=$SERVER_PID
