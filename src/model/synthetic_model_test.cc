@@ -62,6 +62,31 @@ std::vector<float> Prefill(const Model& m, kv::Cache& cache, const std::vector<i
   return logits;
 }
 
+// 70 tokens (ids 3 + (i * 53) % mod) prefilled whole into a cache of `layout`, and again split into steps
+// of each of `splits` tokens: finite logits with some spread (not a degenerate model), the same bits every
+// way, and the cache's invariants hold.
+void ExpectSplitsAgree(const Model& m, const kv::KvLayout& layout, int32_t mod, std::initializer_list<size_t> splits) {
+  kv::CacheOptions co;
+  co.layout = layout;
+  auto cache = kv::Cache::Create(co);
+  ASSERT_TRUE(cache.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 53) % mod);
+  const std::vector<float> whole = Prefill(m, **cache, prompt, prompt.size());
+  ASSERT_EQ(whole.size(), m.hparams().n_vocab);
+  float spread = 0.0f;
+  for (float v : whole) {
+    ASSERT_TRUE(std::isfinite(v));
+    spread = std::max(spread, std::fabs(v));
+  }
+  EXPECT_GT(spread, 1.0f);
+  for (size_t split : splits) {
+    const std::vector<float> got = Prefill(m, **cache, prompt, split);
+    EXPECT_EQ(std::memcmp(whole.data(), got.data(), whole.size() * 4), 0) << "split " << split;
+  }
+  EXPECT_TRUE((*cache)->CheckInvariants().ok());
+}
+
 TEST(SyntheticModel, AHybridModelLoadsWithItsLayerMapAndRuns) {
   for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
     SCOPED_TRACE(std::string(TensorTypeName(type)));
@@ -92,25 +117,7 @@ TEST(SyntheticModel, AHybridModelLoadsWithItsLayerMapAndRuns) {
       EXPECT_EQ(layout.layer_specs[l].kind, l % 2 ? kv::LayerKind::kAttention : kv::LayerKind::kRecurrent) << l;
     EXPECT_EQ(layout.recurrent_layer_bytes, hp.ssm.state_bytes());
     EXPECT_EQ(layout.checkpoint_tokens, 32u);
-
-    kv::CacheOptions co;
-    co.layout = layout;
-    auto cache = kv::Cache::Create(co);
-    ASSERT_TRUE(cache.ok());
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 53) % 290);
-    const std::vector<float> whole = Prefill(m, **cache, prompt, prompt.size());
-    ASSERT_EQ(whole.size(), 300u);
-    float spread = 0.0f;
-    for (float v : whole) {
-      ASSERT_TRUE(std::isfinite(v));
-      spread = std::max(spread, std::fabs(v));
-    }
-    EXPECT_GT(spread, 1.0f);  // not a degenerate model
-    // Split at and around checkpoint boundaries: the same bits.
-    const std::vector<float> split = Prefill(m, **cache, prompt, 13);
-    EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * 4), 0);
-    EXPECT_TRUE((*cache)->CheckInvariants().ok());
+    ExpectSplitsAgree(m, layout, 290, {13});  // splits at and around checkpoint boundaries
   }
 }
 
@@ -184,26 +191,7 @@ TEST(SyntheticModel, AQwen35ModelLoadsWithItsGeometryAndRuns) {
           << l;
     EXPECT_EQ(layout.recurrent_layer_bytes, hp.ssm.state_bytes());
     EXPECT_EQ(layout.checkpoint_tokens, 32u);
-
-    kv::CacheOptions co;
-    co.layout = layout;
-    auto cache = kv::Cache::Create(co);
-    ASSERT_TRUE(cache.ok());
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 53) % 500);
-    const std::vector<float> whole = Prefill(m, **cache, prompt, prompt.size());
-    ASSERT_EQ(whole.size(), 512u);
-    float spread = 0.0f;
-    for (float v : whole) {
-      ASSERT_TRUE(std::isfinite(v));
-      spread = std::max(spread, std::fabs(v));
-    }
-    EXPECT_GT(spread, 1.0f);                // not a degenerate model
-    for (size_t split : {1, 13, 16, 33}) {  // across chunk (16) and checkpoint (32) boundaries
-      const std::vector<float> got = Prefill(m, **cache, prompt, split);
-      EXPECT_EQ(std::memcmp(whole.data(), got.data(), whole.size() * 4), 0) << "split " << split;
-    }
-    EXPECT_TRUE((*cache)->CheckInvariants().ok());
+    ExpectSplitsAgree(m, layout, 500, {1, 13, 16, 33});  // across chunk (16) and checkpoint (32) boundaries
   }
 }
 
