@@ -14,28 +14,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 T=$LLAMAY_E2E_TMP
-command -v node >/dev/null || { echo "skipped: node is not installed"; exit 77; }
-[ -d "$here/node_modules/s3rver" ] || { echo "skipped: tests/e2e/node_modules lacks s3rver (run scripts/setup)"; exit 77; }
-SECRET=e2e-secret-$RANDOM$RANDOM
-S3_PID="" PROXY=""
-# start_s3 N: the fault server, on the proxy port of the first start; commands through fd 7.
-start_s3() {
-  mkfifo "$T/s3.in$1"
-  node "$here/lib/s3_fault_server.mjs" --access-key E2EKEY --secret-key "$SECRET" --bucket llamay-e2e \
-    --data-dir "$T/s3data" ${PROXY:+--port "$PROXY"} <"$T/s3.in$1" >"$T/s3.out$1" 2>"$T/s3.err$1" &
-  S3_PID=$!
-  exec 7>"$T/s3.in$1"
-  for _ in $(seq 300); do grep -q READY "$T/s3.out$1" && break; sleep 0.1; done
-  PROXY=$(sed -n 's/.*proxy=\([0-9]*\).*/\1/p' "$T/s3.out$1")
-  [ -n "$PROXY" ] || { echo "s3rver did not start:"; cat "$T/s3.err$1"; exit 1; }
-}
-cleanup() { exec 7>&- || true; [ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null || true; stop_all_servers; }
-trap cleanup EXIT
-mkdir -p "$T/s3data"
+source "$here/lib/s3.sh"
+require_s3
 start_s3 1
-s3cmd() { echo "$1" >&7; sleep 0.2; }
-export AWS_ACCESS_KEY_ID=E2EKEY AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1 AWS_ENDPOINT_URL_S3=http://127.0.0.1:$PROXY
-STORE=s3://llamay-e2e/e2e
 post() { curl -s --max-time 60 -H 'Content-Type: application/json' "$@"; }
 turn() {
   post "$1/v1/completions" -d "$(jq -nc --arg p "$3" --arg s "$2" '{prompt: $p, max_tokens: 6, temperature: 0, logprobs: 2, llamay_session: $s}')" |
@@ -58,10 +39,7 @@ s3cmd '{"cmd":"fault","mode":"delay","delay_ms":3000,"count":-1,"methods":["PUT"
 post "$A/v1/contexts/$sid/push" -d '{"name": "p1"}' -D "$T/push.headers" -o "$T/push.out" -w '%{http_code}' >"$T/push.code" &
 pusher=$!
 sleep 1
-kill -KILL "$S3_PID"
-wait "$S3_PID" 2>/dev/null || true
-exec 7>&-
-S3_PID=""
+kill_s3
 t0=$SECONDS
 wait "$pusher" || true
 r=$(cat "$T/push.out")
@@ -80,10 +58,7 @@ want=$(turn "$ONE" "$one" " two")
 turn "$A" "$sid" " two" >"$T/two.out" &
 turner=$!
 sleep 1
-kill -KILL "$S3_PID"
-wait "$S3_PID" 2>/dev/null || true
-exec 7>&-
-S3_PID=""
+kill_s3
 wait "$turner" || true
 [ "$want" = "$(cat "$T/two.out")" ] && pass "store killed during the turn's commit: the turn is answered normally, exactly" ||
   fail "store killed during the commit: want $want got $(cat "$T/two.out")"

@@ -12,22 +12,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 T=$LLAMAY_E2E_TMP
-command -v node >/dev/null || { echo "skipped: node is not installed"; exit 77; }
-[ -d "$here/node_modules/s3rver" ] || { echo "skipped: tests/e2e/node_modules lacks s3rver (run scripts/setup)"; exit 77; }
-
-SECRET=e2e-secret-$RANDOM$RANDOM
-mkfifo "$T/s3.in"
-node "$here/lib/s3_fault_server.mjs" --access-key E2EKEY --secret-key "$SECRET" --bucket llamay-e2e <"$T/s3.in" >"$T/s3.out" 2>"$T/s3.err" &
-S3_PID=$!
-exec 7>"$T/s3.in"  # held open: the server exits when it closes
-cleanup() { exec 7>&- || true; kill "$S3_PID" 2>/dev/null || true; stop_all_servers; }
-trap cleanup EXIT
-for _ in $(seq 300); do grep -q READY "$T/s3.out" && break; sleep 0.1; done
-PROXY=$(sed -n 's/.*proxy=\([0-9]*\).*/\1/p' "$T/s3.out")
-[ -n "$PROXY" ] || { echo "s3rver did not start:"; cat "$T/s3.err"; exit 1; }
-s3cmd() { echo "$1" >&7; sleep 0.2; }
-export AWS_ACCESS_KEY_ID=E2EKEY AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1 AWS_ENDPOINT_URL_S3=http://127.0.0.1:$PROXY
-STORE=s3://llamay-e2e/e2e
+source "$here/lib/s3.sh"
+require_s3
+start_s3 1
 
 post() { curl -s --max-time 60 -H 'Content-Type: application/json' "$@"; }
 turn() {
@@ -83,7 +70,7 @@ wid=$(post "$W/v1/contexts" -d "$PROMPT" | jq -r .id)
 r=$(post "$W/v1/contexts/$wid/push" -d '{"name": "x"}' -w ' %{http_code}')
 grep -q ' 502$' <<<"$r" && grep -q "access denied: HTTP 403" <<<"$r" && pass "wrong credentials: 502, access denied" ||
   fail "wrong credentials: $r"
-if grep -q -e "$SECRET" -e wrong-secret <<<"$r" || grep -q -e "$SECRET" -e wrong-secret "$T"/server-*.log; then
+if grep -q -e "$S3_SECRET" -e wrong-secret <<<"$r" || grep -q -e "$S3_SECRET" -e wrong-secret "$T"/server-*.log; then
   fail "a secret appears in a log or answer"
 else
   pass "no secret in logs or answers"
