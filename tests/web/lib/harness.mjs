@@ -98,6 +98,8 @@ export async function launch() {
 export async function openPage(browser, url) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
   const page = await context.newPage();
+  // Playwright's own waits (30 s unless told) scale too: a sanitizer build's server answers slowly.
+  page.setDefaultTimeout(T(30000));
   const record = { errors: [], requests: [] };
   page.on('console', (m) => m.type() === 'error' && record.errors.push(m.text()));
   page.on('pageerror', (e) => record.errors.push(`uncaught: ${e.message}`));
@@ -107,7 +109,7 @@ export async function openPage(browser, url) {
 }
 
 // Polls fn until it returns a truthy value; throws with `what` after ms.
-export async function until(what, fn, ms = 5000) {
+export async function until(what, fn, ms = T(5000)) {
   const end = Date.now() + ms;
   let last;
   for (;;) {
