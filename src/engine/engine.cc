@@ -134,6 +134,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
   co.layout = model->KvLayoutFor(options.page_tokens, options.kv_precision);
   co.max_bytes = options.kv_memory_bytes;
   co.tree_max_bytes = options.tree_max_bytes;
+  co.checkpoint_retention = options.checkpoint_retention;
   LLAMAY_ASSIGN_OR_RETURN(std::unique_ptr<kv::Cache> cache, kv::Cache::Create(co));
   return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(tokenizer), std::move(cache), options));
 }

@@ -57,6 +57,9 @@ struct EngineOptions {
   kv::KvPrecision kv_precision = kv::KvPrecision::kF16;
   size_t kv_memory_bytes = size_t{1} << 30;
   size_t tree_max_bytes = 0;      // 0: bounded by kv_memory_bytes only
+  // How the prefix tree weighs the recurrent checkpoints it keeps against its KV (kv/cache.h; --checkpoint-
+  // retention): by what each saves per byte and how often it is resumed, or by last use alone.
+  kv::CheckpointRetention checkpoint_retention = kv::CheckpointRetention::kValue;
   size_t max_batch_tokens = 512;  // tokens per forward step, all requests together
   size_t prefill_chunk = 256;     // prefill tokens per request per step
   size_t max_active = 16;         // requests in flight; the rest wait in the queue

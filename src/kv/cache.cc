@@ -24,6 +24,13 @@ size_t AlignedBytes(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
+double CheckpointWorth(size_t saved, uint32_t resumes, size_t page_bytes, uint32_t page_tokens, size_t state_bytes) {
+  const double uses = static_cast<double>(std::min<uint32_t>(resumes, 15) + 1);
+  if (page_bytes == 0 || state_bytes == 0) return uses * static_cast<double>(saved) / static_cast<double>(page_tokens);
+  return uses * static_cast<double>(saved) * static_cast<double>(page_bytes) /
+         (static_cast<double>(page_tokens) * static_cast<double>(state_bytes));
+}
+
 namespace {
 
 // The largest kind of page: an arena slot holds any of them.

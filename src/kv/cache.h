@@ -22,8 +22,9 @@
 //     as its live slot (shared: the first write copies it, so the cached one never changes, and the
 //     context's reference protects it from eviction). Windowed groups: reuse at n needs the pages a
 //     query at n reads; a shorter candidate is tried, else nothing is reused.
-//   - Checkpoints are evicted independently of entries, least recently used first, in the same byte
-//     budget; a checkpoint at a pinned entry is never a victim.
+//   - Checkpoints are evicted independently of entries, in the same byte budget, by
+//     CacheOptions::checkpoint_retention (the value of what a checkpoint saves against the memory it
+//     takes, by default; prefix_tree.h has the order); a checkpoint at a pinned entry is never a victim.
 //   - Bounded by tree_max_bytes (bytes of the distinct pages its entries hold) and tree_max_entries.
 //     Eviction takes the least recently used unpinned leaf entry first (then unpinned interior entries),
 //     never an interior split node, never a pinned entry; it prunes upward and collapses one-child nodes.
@@ -59,12 +60,29 @@ struct ContextState;
 class PrefixTree;
 }  // namespace internal
 
+// How the prefix tree weighs its checkpoints against its entries when it evicts (prefix_tree.h).
+enum class CheckpointRetention : uint8_t {
+  kValue,    // by what a checkpoint saves per byte of state, how often it is resumed, and age
+  kLastUse,  // least recently used first, checkpoints and entries alike
+};
+
+// The value policy's worth of a checkpoint, in units of an entry's: a resume from it saves `saved` tokens
+// of prefill (those since the nearest checkpoint above it), its state takes `state_bytes` where an entry's
+// KV takes page_bytes / page_tokens a token, and it was resumed `resumes` times (counted up to 15, so an
+// old favourite cannot outlive every change of traffic). That is
+//   min(resumes + 1, 16) * saved * (page_bytes / page_tokens) / state_bytes,
+// or, with no attention layers (page_bytes 0, entries hold no memory), min(resumes + 1, 16) * saved /
+// page_tokens. An entry's worth is 1: a checkpoint worth less than 1 goes before an entry last used at
+// the same time, one worth k survives as many evictions of entries used then.
+double CheckpointWorth(size_t saved, uint32_t resumes, size_t page_bytes, uint32_t page_tokens, size_t state_bytes);
+
 struct CacheOptions {
   KvLayout layout;
   size_t max_bytes = 0;         // budget for live pages; 0 = unbounded
   size_t arena_pages = 0;       // > 0: pages are slots of one preallocated slab of this many pages
   size_t tree_max_bytes = 0;    // bytes of pages the prefix tree may hold; 0 = bounded only by max_bytes
   size_t tree_max_entries = 0;  // 0 = unbounded
+  CheckpointRetention checkpoint_retention = CheckpointRetention::kValue;
 };
 
 struct CacheStats {
@@ -104,6 +122,8 @@ struct TreeCheckpointInfo {
   std::vector<int32_t> tokens;  // the node's path: the state is the one after exactly these tokens
   uint64_t last_used = 0;       // tick of the Retain that donated it or the last Match that used it
   bool protected_ = false;      // at a pinned entry: never a victim
+  uint32_t resumes = 0;         // matches that resumed from it
+  double retention_key = 0;     // lowest goes first (CheckpointRetention)
 };
 
 class Cache {

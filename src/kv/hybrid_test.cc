@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "kv/cache.h"
@@ -260,8 +262,15 @@ TEST(Hybrid, NoCheckpointNoReuse) {
   EXPECT_EQ(m.context.size(), 0u);
 }
 
+// Under the last-use policy (CheckpointRetention::kLastUse); the value policy keeps this layout's
+// checkpoints (64 bytes of state against 512 bytes of KV a token) longer, as ValuePolicy* below show.
 TEST(Hybrid, CheckpointsAreEvictedBeforeOlderEntriesAndTheNodeCollapses) {
-  auto cache = MakeCache(HybridLayout());
+  CacheOptions o;
+  o.layout = HybridLayout();
+  o.checkpoint_retention = CheckpointRetention::kLastUse;
+  auto created = Cache::Create(o);
+  ASSERT_TRUE(created.ok());
+  auto cache = std::move(*created);
   Context a = cache->NewContext();
   ASSERT_TRUE(a.Append(Iota(4)).ok());
   Advance(a, 4);
@@ -285,6 +294,106 @@ TEST(Hybrid, CheckpointsAreEvictedBeforeOlderEntriesAndTheNodeCollapses) {
   EXPECT_EQ(cache->Match(Iota(6)).matched, 0u);
   EXPECT_EQ(cache->Match(Iota(9)).matched, 8u);
   ExpectInvariants(*cache);
+}
+
+TEST(CheckpointWorth, IsTheSavedPrefillPerByteOfStateAgainstAnEntrysKv) {
+  // 100 tokens saved; KV 4096 bytes a token (65536 for 16); a 1 MiB state: 100 * 4096 / 2^20.
+  EXPECT_EQ(CheckpointWorth(100, 0, 65536, 16, 1 << 20), 0.390625);
+  EXPECT_EQ(CheckpointWorth(100, 3, 65536, 16, 1 << 20), 4 * 0.390625);
+  // Resumes count up to 15.
+  EXPECT_EQ(CheckpointWorth(100, 15, 65536, 16, 1 << 20), 16 * 0.390625);
+  EXPECT_EQ(CheckpointWorth(100, 1000, 65536, 16, 1 << 20), 16 * 0.390625);
+  // No attention layers: entries hold no memory; saved pages of tokens.
+  EXPECT_EQ(CheckpointWorth(40, 1, 0, 16, 1 << 20), 5.0);
+  EXPECT_EQ(CheckpointWorth(0, 7, 65536, 16, 1 << 20), 0.0);
+}
+
+// A layout whose state is large beside its KV (two recurrent layers of 4 KiB: 8 KiB, the KV of 16 tokens),
+// as on the real hybrids, where a checkpoint costs the KV of thousands of tokens.
+KvLayout BigStateLayout() {
+  KvLayout l = HybridLayout();
+  l.recurrent_layer_bytes = 4096;
+  return l;
+}
+
+// An agent's shape of traffic: a 64-token system prompt with a checkpoint at its end; three requests
+// resume from it and are kept, each with a checkpoint 4 tokens further; then six short unrelated
+// requests, each kept with a checkpoint of 4 tokens. Under pressure, evicts one item at a time until the
+// system prompt's checkpoint is gone; returns how many evictions that took (and checks a new request on
+// the system prompt then no longer resumes from it).
+size_t EvictionsUntilTheSystemPromptIsLost(CheckpointRetention policy) {
+  CacheOptions o;
+  o.layout = BigStateLayout();
+  o.checkpoint_retention = policy;
+  auto created = Cache::Create(o);
+  EXPECT_TRUE(created.ok());
+  auto cache = std::move(*created);
+  const size_t state = 2 * 4096;
+  auto advance = [&](Context& c) {
+    auto st = c.MutableState();
+    ASSERT_TRUE(st.ok());
+    std::memset(*st, static_cast<int>(c.size()), state);
+    ASSERT_TRUE(c.CommitState(c.size()).ok());
+  };
+  const std::vector<int32_t> system = Iota(64, 1000);
+  auto with = [&](int32_t first) {
+    std::vector<int32_t> t = system;
+    for (int32_t i = 0; i < 4; ++i) t.push_back(first + i);
+    return t;
+  };
+  auto system_checkpoint = [&] {
+    for (const auto& c : cache->TreeCheckpoints())
+      if (c.tokens == system) return std::optional<TreeCheckpointInfo>(c);
+    return std::optional<TreeCheckpointInfo>();
+  };
+  {
+    Context a = cache->NewContext();
+    EXPECT_TRUE(a.Append(system).ok());
+    advance(a);
+    EXPECT_TRUE(a.Checkpoint().ok());
+    EXPECT_TRUE(a.Append(Iota(4, 5000)).ok());
+    advance(a);
+    EXPECT_TRUE(cache->Retain(a).ok());
+  }
+  for (int32_t r = 0; r < 3; ++r) {
+    const std::vector<int32_t> q = with(6000 + 10 * r);
+    MatchResult m = cache->Match(q);
+    EXPECT_EQ(m.matched, 64u);
+    EXPECT_TRUE(m.context.Append(std::span(q).subspan(64)).ok());
+    advance(m.context);
+    EXPECT_TRUE(cache->Retain(m.context).ok());
+  }
+  for (int32_t i = 0; i < 6; ++i) {
+    Context c = cache->NewContext();
+    EXPECT_TRUE(c.Append(Iota(4, 100 * (i + 1))).ok());
+    advance(c);
+    EXPECT_TRUE(cache->Retain(c).ok());
+  }
+  ExpectInvariants(*cache);
+  EXPECT_EQ(cache->TreeCheckpoints().size(), 11u);  // 64, four at 68 and the six short ones
+  auto sys = system_checkpoint();
+  EXPECT_TRUE(sys.has_value());
+  if (!sys) return 0;
+  EXPECT_EQ(sys->resumes, 3u);
+  size_t evictions = 0;
+  while (system_checkpoint().has_value() && cache->EvictOne()) {
+    ++evictions;
+    ExpectInvariants(*cache);
+  }
+  EXPECT_LT(cache->Match(with(7000)).matched, 64u);
+  return evictions;
+}
+
+TEST(Hybrid, TheValuePolicyKeepsACheckpointThatSavesALongPrefixOverOnesThatSaveLittle) {
+  // Last use: the checkpoint at 64 was last used by the third request, so it goes seventh, after what
+  // was used before that (the first entry and its checkpoint at 68, the first two requests' entries and
+  // checkpoints), though each of those saves 4 tokens for 8 KiB of state.
+  EXPECT_EQ(EvictionsUntilTheSystemPromptIsLost(CheckpointRetention::kLastUse), 7u);
+  // Value: the ten checkpoints worth 4 tokens of prefill for 8 KiB (0.25 of an entry) go first, whenever
+  // they were used; the one at 64 (64 tokens, resumed 3 times: worth 16) stays while an entry below it
+  // holds its KV, and entries keep their last-use order: the four below it go next, the checkpoint with
+  // the last of them.
+  EXPECT_EQ(EvictionsUntilTheSystemPromptIsLost(CheckpointRetention::kValue), 14u);
 }
 
 TEST(Hybrid, TheBudgetCountsStatesAndCheckpoints) {

@@ -12,7 +12,8 @@
 // one, and the operations that go with them: writing and committing the recurrent state, checkpoints,
 // rollback (refused where no checkpoint or window allows it), trimming windows, retain donating
 // checkpoints, match truncated to the deepest checkpoint (whose state must read back exactly as donated),
-// and eviction of checkpoints beside entries. The reference keeps every state and checkpoint as bytes.
+// and eviction of checkpoints beside entries by the value policy (CheckpointWorth and the clock, with
+// resumes and keys compared exactly). The reference keeps every state and checkpoint as bytes.
 //
 // Default run: LLAMAY_KV_SEEDS (20) seeds x LLAMAY_KV_OPS (300) operations per configuration.
 // The full proof: LLAMAY_KV_SEEDS=500 LLAMAY_KV_OPS=400 (see docs/benchmarks.md for its time).
@@ -76,6 +77,7 @@ struct RefEntry {
   bool pinned = false;
   uint64_t tick = 0;
   size_t floor = 0;
+  double use_clock = 0;  // the clock at the last use (the value policy's key is use_clock + 1)
 };
 
 // A checkpoint owned by a tree node: the state after exactly `tokens`.
@@ -83,6 +85,8 @@ struct RefTreeCheckpoint {
   std::vector<int32_t> tokens;
   Bytes state;
   uint64_t tick = 0;
+  uint32_t resumes = 0;
+  double key = 0;  // retention key: the clock at the last use + CheckpointWorth
 };
 
 bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -361,13 +365,15 @@ class Harness {
     if (it != entries_.end()) {
       it->pinned = it->pinned || pin;
       it->tick = ++tick_;
+      it->use_clock = clock_;
     } else {
-      entries_.push_back({r.tokens, r.values, pin, ++tick_, r.floor});
+      entries_.push_back({r.tokens, r.values, pin, ++tick_, r.floor, clock_});
     }
     if (hybrid_) {  // donated: the checkpoints, and the live slot when it has consumed every position
       std::vector<RefCheckpoint> donated = r.checkpoints;
       if (r.state_pos == r.tokens.size() && (donated.empty() || donated.back().pos != r.state_pos))
         donated.push_back({r.state_pos, r.state});
+      std::vector<std::vector<int32_t>> used;
       for (auto d = donated.rbegin(); d != donated.rend(); ++d) {
         std::vector<int32_t> at(r.tokens.begin(), r.tokens.begin() + static_cast<long>(d->pos));
         auto c = std::find_if(tree_cps_.begin(), tree_cps_.end(), [&](const RefTreeCheckpoint& t) { return t.tokens == at; });
@@ -376,7 +382,12 @@ class Harness {
         } else {
           tree_cps_.push_back({at, d->state, ++tick_});
         }
+        used.push_back(at);
       }
+      // Keyed once all are in: what each saves depends on the checkpoints above it.
+      for (const auto& at : used)
+        for (auto& c : tree_cps_)
+          if (c.tokens == at) c.key = RefKey(c);
     }
     while (entries_.size() > 6 && RefEvictOne()) ++seen_evictions_;
     SyncEvictions();
@@ -429,7 +440,10 @@ class Harness {
       ASSERT_EQ(m.context.size(), best_len);
       if (cp != nullptr) {
         best->tick = ++tick_;
+        best->use_clock = clock_;
         cp->tick = ++tick_;
+        ++cp->resumes;
+        cp->key = RefKey(*cp);
         r.state = cp->state;
         r.state_pos = best_len;
         r.floor = best->floor;
@@ -443,6 +457,7 @@ class Harness {
     ASSERT_EQ(m.context.size(), best_len);
     if (best != nullptr) {
       best->tick = ++tick_;
+      best->use_clock = clock_;
       r.tokens.assign(q.begin(), q.begin() + static_cast<long>(best_len));
       r.values.assign(best->values.begin(), best->values.begin() + static_cast<long>(best_len));
     }
@@ -516,25 +531,40 @@ class Harness {
   bool ProtectedCp(const RefTreeCheckpoint& c) const {
     return std::any_of(entries_.begin(), entries_.end(), [&](const RefEntry& e) { return e.pinned && e.tokens == c.tokens; });
   }
+  // The value policy (CheckpointRetention::kValue, the default): a checkpoint saves the tokens since the
+  // deepest checkpoint above it.
+  double RefKey(const RefTreeCheckpoint& c) const {
+    size_t above = 0;
+    for (const auto& o : tree_cps_)
+      if (o.tokens.size() < c.tokens.size() && IsPrefix(o.tokens, c.tokens)) above = std::max(above, o.tokens.size());
+    return clock_ + CheckpointWorth(c.tokens.size() - above, c.resumes, layout_.page_bytes(), layout_.page_tokens,
+                                    layout_.recurrent_bytes());
+  }
   RefTreeCheckpoint* RefCheckpointVictim() {
     RefTreeCheckpoint* best = nullptr;
     for (auto& c : tree_cps_)
-      if (!ProtectedCp(c) && (best == nullptr || c.tick < best->tick)) best = &c;
+      if (!ProtectedCp(c) && (best == nullptr || c.key < best->key || (c.key == best->key && c.tick < best->tick)))
+        best = &c;
     return best;
   }
   bool RefCheckpointFirst() {
     RefTreeCheckpoint* c = RefCheckpointVictim();
     RefEntry* v = RefVictim();
-    return c != nullptr && (v == nullptr || c->tick < v->tick);
+    if (c == nullptr) return false;
+    if (v == nullptr) return true;
+    const double e = v->use_clock + 1.0;
+    return c->key < e || (c->key == e && c->tick < v->tick);
   }
   bool RefEvictOne() {
     if (RefCheckpointFirst()) {
       RefTreeCheckpoint* c = RefCheckpointVictim();
+      clock_ = std::max(clock_, c->key);
       tree_cps_.erase(tree_cps_.begin() + (c - tree_cps_.data()));
       return true;
     }
     RefEntry* v = RefVictim();
     if (v == nullptr) return false;
+    clock_ = std::max(clock_, v->use_clock + 1.0);
     entries_.erase(entries_.begin() + (v - entries_.data()));
     // Checkpoints with no entry below them go with their nodes.
     std::erase_if(tree_cps_, [&](const RefTreeCheckpoint& c) {
@@ -592,6 +622,8 @@ class Harness {
       ASSERT_EQ(got_cps[i].tokens, want_cps[i].tokens);
       ASSERT_EQ(got_cps[i].last_used, want_cps[i].tick);
       ASSERT_EQ(got_cps[i].protected_, ProtectedCp(want_cps[i]));
+      ASSERT_EQ(got_cps[i].resumes, want_cps[i].resumes);
+      ASSERT_EQ(got_cps[i].retention_key, want_cps[i].key);
     }
     auto victim = cache_->NextVictimOf();
     if (RefCheckpointFirst()) {
@@ -621,6 +653,7 @@ class Harness {
   std::vector<RefEntry> entries_;
   std::vector<RefTreeCheckpoint> tree_cps_;
   uint64_t tick_ = 0;
+  double clock_ = 0;
   uint64_t seen_evictions_ = 0;
   int next_id_ = 0;
   std::string last_op_;

@@ -17,13 +17,17 @@ struct PrefixTree::Node {
   Context ctx;                                        // valid() iff this node is an entry
   bool pinned = false;
   uint64_t tick = 0;    // last use (entries)
+  double use_clock = 0;  // the tree's clock_ at that use (the value policy's key is use_clock + 1)
   Node* best = nullptr;  // most recently used entry in this subtree
   VictimClass vclass = VictimClass::kNone;
   uint64_t vtick = 0;  // the tick under which it is filed in leaves_/interiors_
   Checkpoint cp;       // cp.state != null: this node owns a checkpoint at cp.pos == depth
   uint64_t cp_tick = 0;   // last use of the checkpoint
-  uint64_t cp_vtick = 0;  // the tick under which it is filed in checkpoints_
-  bool cp_indexed = false;    // filed in checkpoints_ under cp_tick
+  uint32_t cp_resumes = 0;  // matches that resumed from it
+  double cp_key = 0;      // its retention key (KeyCheckpoint): the lowest goes first
+  uint64_t cp_vtick = 0;  // the tick and key under which it is filed in checkpoints_
+  double cp_vkey = 0;
+  bool cp_indexed = false;    // filed in checkpoints_ under (cp_key, cp_tick)
   bool cp_protected = false;  // counted in protected_checkpoints_ (at a pinned entry)
   uint64_t id = 0;            // stable while the node lives; the root's is 0
   uint64_t hits_full = 0;     // matches that reused the whole edge
@@ -151,8 +155,34 @@ void PrefixTree::Hold(const Context& ctx, int delta) {
     if (p != nullptr) Hold(p, delta);
 }
 
+bool PrefixTree::value_policy() const {
+  return cache_->options().checkpoint_retention == CheckpointRetention::kValue;
+}
+
+double PrefixTree::EntryKey(const Node* n) const {
+  return value_policy() ? n->use_clock + 1.0 : static_cast<double>(n->tick);
+}
+
+void PrefixTree::KeyCheckpoint(Node* n) {
+  if (!value_policy()) {
+    n->cp_key = static_cast<double>(n->cp_tick);
+    return;
+  }
+  // What losing it costs: a resume here would fall back to the nearest checkpoint above and run the
+  // tokens between again.
+  size_t above = 0;
+  for (const Node* a = n->parent; a != nullptr; a = a->parent)
+    if (a->has_cp()) {
+      above = a->depth;
+      break;
+    }
+  const KvLayout& l = cache_->layout();
+  n->cp_key = clock_ + CheckpointWorth(n->depth - above, n->cp_resumes, l.page_bytes(), l.page_tokens,
+                                       l.recurrent_bytes());
+}
+
 void PrefixTree::ReindexCheckpoint(Node* n) {
-  if (n->cp_indexed) checkpoints_.erase({n->cp_vtick, n});
+  if (n->cp_indexed) checkpoints_.erase({n->cp_vkey, n->cp_vtick, n});
   if (n->cp_protected) --protected_checkpoints_;
   n->cp_indexed = n->cp_protected = false;
   if (!n->has_cp()) return;
@@ -163,7 +193,8 @@ void PrefixTree::ReindexCheckpoint(Node* n) {
   }
   n->cp_indexed = true;
   n->cp_vtick = n->cp_tick;
-  checkpoints_.insert({n->cp_vtick, n});
+  n->cp_vkey = n->cp_key;
+  checkpoints_.insert({n->cp_vkey, n->cp_vtick, n});
 }
 
 void PrefixTree::Attach(Node* n, Checkpoint cp) {
@@ -175,8 +206,10 @@ void PrefixTree::Attach(Node* n, Checkpoint cp) {
   } else {
     n->cp = cp;
     n->cp_tick = ++tick_;
+    n->cp_resumes = 0;
     Hold(cp.state, +1);
   }
+  KeyCheckpoint(n);
   ReindexCheckpoint(n);
 }
 
@@ -237,6 +270,7 @@ void PrefixTree::Reindex(Node* n) {
 
 void PrefixTree::Touch(Node* n) {
   n->tick = ++tick_;
+  n->use_clock = clock_;
   // The newest tick is the largest: n is now the best of every subtree that contains it.
   for (Node* a = n; a != nullptr; a = a->parent) a->best = n;
   Reindex(n);
@@ -311,10 +345,18 @@ void PrefixTree::Insert(Context ctx, bool pin, std::vector<Checkpoint> checkpoin
   ReindexCheckpoint(n);  // its checkpoint's protection follows the pin
   // Checkpoints go to the nodes ending at their positions, deepest first (a split below never moves a
   // node above it).
+  std::vector<Node*> attached;
   for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
     LLAMAY_CHECK(it->pos > 0 && it->pos <= toks.size()) << "checkpoint at " << it->pos;
-    Attach(NodeAtDepth(n, it->pos), *it);
+    attached.push_back(NodeAtDepth(n, it->pos));
+    Attach(attached.back(), *it);
   }
+  // Keyed again now that every one is in place: what each saves depends on the ones above it.
+  if (value_policy())
+    for (Node* c : attached) {
+      KeyCheckpoint(c);
+      ReindexCheckpoint(c);
+    }
 }
 
 TreeMatch PrefixTree::Match(std::span<const int32_t> tokens) {
@@ -355,6 +397,8 @@ TreeMatch PrefixTree::Match(std::span<const int32_t> tokens) {
     if (!WindowsHeld(e->ctx, c->depth)) continue;
     Touch(e);
     c->cp_tick = ++tick_;
+    if (c->cp_resumes < UINT32_MAX) ++c->cp_resumes;
+    KeyCheckpoint(c);
     ReindexCheckpoint(c);
     RecordHit(tokens, c->depth);
     return {&e->ctx, c->depth, c->cp.state};
@@ -395,14 +439,16 @@ PrefixTree::Node* PrefixTree::Victim() const {
 }
 
 PrefixTree::Node* PrefixTree::CheckpointVictim() const {
-  return checkpoints_.empty() ? nullptr : checkpoints_.begin()->second;
+  return checkpoints_.empty() ? nullptr : std::get<2>(*checkpoints_.begin());
 }
 
 bool PrefixTree::CheckpointFirst() const {
   const Node* c = CheckpointVictim();
   if (c == nullptr) return false;
   const Node* v = Victim();
-  return v == nullptr || c->cp_tick < v->tick;
+  if (v == nullptr) return true;
+  const double e = EntryKey(v);
+  return c->cp_key < e || (c->cp_key == e && c->cp_tick < v->tick);
 }
 
 std::optional<std::pair<std::vector<int32_t>, bool>> PrefixTree::VictimTokens() const {
@@ -415,6 +461,7 @@ std::optional<std::pair<std::vector<int32_t>, bool>> PrefixTree::VictimTokens() 
 bool PrefixTree::EvictOne() {
   if (CheckpointFirst()) {
     Node* c = CheckpointVictim();
+    clock_ = std::max(clock_, c->cp_key);
     DropCheckpoint(c);
     // A node that is neither an entry nor a split any more goes.
     if (!c->entry() && c->children.size() == 1) Collapse(c);
@@ -423,6 +470,7 @@ bool PrefixTree::EvictOne() {
   }
   Node* v = Victim();
   if (v == nullptr) return false;
+  if (value_policy()) clock_ = std::max(clock_, EntryKey(v));
   RemoveEntry(v);
   ++evictions_;
   return true;
@@ -512,6 +560,7 @@ void PrefixTree::Clear() {
   interiors_.clear();
   checkpoints_.clear();
   protected_checkpoints_ = 0;
+  clock_ = 0;
   holds_.clear();
   bytes_ = 0;
   entries_ = 0;
@@ -542,7 +591,7 @@ void PrefixTree::VisitPaths(const std::function<void(const Node*, const std::vec
 std::vector<TreeCheckpointInfo> PrefixTree::Checkpoints() const {
   std::vector<TreeCheckpointInfo> out;
   VisitPaths([&](const Node* n, const std::vector<int32_t>& path) {
-    if (n->has_cp()) out.push_back({path, n->cp_tick, n->cp_protected});
+    if (n->has_cp()) out.push_back({path, n->cp_tick, n->cp_protected, n->cp_resumes, n->cp_key});
   });
   return out;
 }
@@ -698,7 +747,7 @@ Status PrefixTree::CheckInvariants() const {
       if (want_protected) ++protected_cps;
       else ++cps;
       if (n->cp_indexed == want_protected || n->cp_protected != want_protected ||
-          (n->cp_indexed && n->cp_vtick != n->cp_tick))
+          (n->cp_indexed && (n->cp_vtick != n->cp_tick || n->cp_vkey != n->cp_key)))
         fail("checkpoint victim index stale");
     } else if (n->cp_indexed || n->cp_protected) {
       fail("a node without checkpoint is indexed as a checkpoint victim");

@@ -13,8 +13,15 @@
 //   - best: the most recently used entry in the node's subtree (null only for an empty root).
 //   - Victim order: unpinned entries without children (leaves) by last use, then unpinned entries with
 //     children by last use. Split nodes and pinned entries are never victims. Checkpoints not at a pinned
-//     entry are victims by last use; EvictOne takes the checkpoint victim when it was used before the
-//     entry victim.
+//     entry are victims by their retention key, lowest first; EvictOne takes the checkpoint victim when
+//     its key is below the entry victim's (ties: the one used first). Keys (CheckpointRetention, cache.h):
+//       - kLastUse: a use's tick, for entries and checkpoints alike (least recently used first);
+//       - kValue: a clock that rises to the key of whatever is evicted (never falls) gives both kinds
+//         their age: an entry's key is the clock at its last use + 1, a checkpoint's the clock at its last
+//         use + CheckpointWorth (the prefill a resume from it saves, per byte of state, against an entry's
+//         KV, times its resumes). Entries keep their least-recently-used order among themselves; a
+//         checkpoint that saves a long prefix and is resumed often outlives entries and checkpoints used
+//         after it, one that saves a few tokens goes before them.
 //   - holds_ counts, for every page, how many entry contexts and checkpoints hold it; bytes() is the sum
 //     of the distinct pages' sizes.
 //   - Hits (for tools that show the tree, inspect.h): a node counts the matches that reused its whole edge
@@ -32,6 +39,7 @@
 #include <optional>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -109,6 +117,10 @@ class PrefixTree {
   Node* Victim() const;
   Node* CheckpointVictim() const;
   bool CheckpointFirst() const;
+  bool value_policy() const;
+  double EntryKey(const Node* n) const;
+  // Sets n->cp_key from its last use (see the header comment).
+  void KeyCheckpoint(Node* n);
   void Reindex(Node* n);
   void ReindexCheckpoint(Node* n);
   void Touch(Node* n);
@@ -138,6 +150,7 @@ class PrefixTree {
   Cache* const cache_;
   std::unique_ptr<Node> root_;
   uint64_t tick_ = 0;
+  double clock_ = 0;  // kValue: the largest key evicted so far
   uint64_t next_node_id_ = 1;  // the root is node 0
   size_t entries_ = 0;
   size_t nodes_ = 1;
@@ -146,7 +159,8 @@ class PrefixTree {
   uint64_t hits_ = 0;  // RecordHit calls that reused something
   std::set<std::pair<uint64_t, Node*>> leaves_;     // unpinned entries without children
   std::set<std::pair<uint64_t, Node*>> interiors_;  // unpinned entries with children
-  std::set<std::pair<uint64_t, Node*>> checkpoints_;  // checkpoint nodes not at a pinned entry
+  // Checkpoint nodes not at a pinned entry, by (retention key, last use).
+  std::set<std::tuple<double, uint64_t, Node*>> checkpoints_;
   size_t protected_checkpoints_ = 0;                   // checkpoint nodes at a pinned entry
   std::unordered_map<const Page*, uint32_t> holds_;
   size_t bytes_ = 0;

@@ -44,6 +44,7 @@ struct ServeOptions {
   bool no_webui = false;   // no built-in page at /
   std::string webui_dir;   // the page's files from here instead of the embedded copy
   std::string speculative = "auto";
+  std::string checkpoint_retention = "value";
 };
 
 // The options as the page's server info shows them (GET /v1/state): strings, the API key only as "set".
@@ -66,6 +67,7 @@ std::map<std::string, std::string> FlagsOf(const ServeOptions& o) {
       {"share_sessions", o.share_sessions ? "true" : "false"},
       {"webui", o.no_webui ? "off" : o.webui_dir.empty() ? "embedded" : "dir"},
       {"speculative", o.speculative},
+      {"checkpoint_retention", o.checkpoint_retention},
   };
   if (!o.state_dir.empty()) f["state_dir"] = o.state_dir;
   if (!o.store.empty()) f["store"] = o.store;
@@ -109,6 +111,8 @@ int RunServe(const ServeOptions& o) {
   auto speculative = engine::ParseSpeculative(o.speculative);
   if (!speculative.ok()) return Fail(speculative.status(), kExitBadInput);
   eo.speculative = *speculative;
+  eo.checkpoint_retention =
+      o.checkpoint_retention == "last-use" ? kv::CheckpointRetention::kLastUse : kv::CheckpointRetention::kValue;
   auto engine = engine::Engine::Create(std::move(m->model), std::move(m->tokenizer), eo);
   if (!engine.ok()) return Fail(engine.status(), kExitBadInput);
   std::unique_ptr<engine::SnapshotStore> snapshot_store;
@@ -220,6 +224,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                 "auto: decode drafts tokens from text already seen and verifies them in one step, the output "
                 "unchanged (per request: llamay_speculative); off: never")
       ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  s->add_option("--checkpoint-retention", o->checkpoint_retention,
+                "Hybrid models: which recurrent checkpoints the prefix tree keeps under memory pressure. value: "
+                "by the prefill each saves per byte of state and how often it is resumed (docs/server.md); "
+                "last-use: least recently used first")
+      ->check(CLI::IsMember({"value", "last-use"}))
       ->capture_default_str();
   s->add_option("--max-body", o->max_body_mib, "Largest request body in MiB")->capture_default_str();
   s->add_option("--max-active", o->max_active, "Requests run at once (continuous batching)")->capture_default_str();
