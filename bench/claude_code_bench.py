@@ -121,7 +121,10 @@ def main():
     ap.add_argument("--llamay", default=os.path.join(ROOT, "build/release/bin/llamay"))
     ap.add_argument("--peer", default=os.path.join(SHARED, "peers/llama-server"))
     ap.add_argument("-m", "--model", help="GGUF for both (default: a synthetic Q8_0 peer-shape model)")
-    ap.add_argument("--words", type=int, default=2100, help="words of system prompt (~7 tokens a word)")
+    ap.add_argument("--words", type=int, default=14000,
+                    help="words of system prompt (about a token a word with the default model's LLaMA vocabulary: "
+                         "about 15,000 tokens, as Claude Code's; the runs in docs/benchmarks.md used 2,100 words "
+                         "of the byte vocabulary, 7 tokens a word)")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("-t", "--threads", type=int, default=2)
     a = ap.parse_args()

@@ -63,7 +63,9 @@ def main():
     ap.add_argument("--llamay", default=os.path.join(ROOT, "build/release/bin/llamay"))
     ap.add_argument("--peer", default=os.path.join(SHARED, "peers/llama-server"))
     ap.add_argument("-m", "--model", help="GGUF for both (default: a synthetic Q8_0 peer-shape model)")
-    ap.add_argument("--words", default="18,75,290,580", help="words per prompt (the synthetic vocabulary: ~7 tokens a word)")
+    ap.add_argument("--words", default="125,500,2000,4000",
+                    help="words per prompt (about a token a word with the default model's LLaMA vocabulary; "
+                         "the byte vocabulary of `model synth --tokenizer bytes` makes it 7)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("-t", "--threads", type=int, default=2)
     a = ap.parse_args()

@@ -68,7 +68,83 @@ class Builder {
   gguf::Writer w_;
 };
 
-void AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
+// Copies `from`'s tokenizer.ggml.* keys (its chat template is not copied: the synthetic models keep their
+// own). Every value type the tokenizer reads is copied; another is an error naming the key.
+Status CopyTokenizer(const gguf::File& from, gguf::Writer& w) {
+  using gguf::ValueType;
+  for (std::string_view key : from.Keys()) {
+    if (!key.starts_with("tokenizer.ggml.")) continue;
+    std::string k(key);
+    auto type = from.TypeOf(key);
+    if (!type.ok()) return type.status();
+    auto unsupported = [&] {
+      std::string msg = "synthetic model: cannot copy the tokenizer key ";
+      msg.append(k).append(" (").append(gguf::ValueTypeName(*type)).append(")");
+      return InvalidArgumentError(msg);
+    };
+    switch (*type) {
+      case ValueType::kString: {
+        auto v = from.GetString(key);
+        if (!v.ok()) return v.status();
+        w.SetString(k, *v);
+        break;
+      }
+      case ValueType::kBool: {
+        auto v = from.GetBool(key);
+        if (!v.ok()) return v.status();
+        w.SetBool(k, *v);
+        break;
+      }
+      case ValueType::kUint8: case ValueType::kUint16: case ValueType::kUint32: case ValueType::kInt8:
+      case ValueType::kInt16: case ValueType::kInt32: {
+        auto v = from.GetInt(key);
+        if (!v.ok()) return v.status();
+        if (*v < 0) {
+          w.SetInt32(k, static_cast<int32_t>(*v));
+        } else {
+          w.SetUint32(k, static_cast<uint32_t>(*v));
+        }
+        break;
+      }
+      case ValueType::kArray: {
+        auto elem = from.ArrayElementType(key);
+        if (!elem.ok()) return elem.status();
+        if (*elem == ValueType::kString) {
+          auto v = from.GetStringArray(key);
+          if (!v.ok()) return v.status();
+          w.SetStringArray(k, std::vector<std::string>(v->begin(), v->end()));
+        } else if (*elem == ValueType::kFloat32) {
+          auto v = from.GetFloatArray(key);
+          if (!v.ok()) return v.status();
+          w.SetFloat32Array(k, std::move(*v));
+        } else if (*elem == ValueType::kInt32 || *elem == ValueType::kUint32 || *elem == ValueType::kInt8 ||
+                   *elem == ValueType::kUint8 || *elem == ValueType::kInt16 || *elem == ValueType::kUint16) {
+          auto v = from.GetIntArray(key);
+          if (!v.ok()) return v.status();
+          w.SetInt32Array(k, std::vector<int32_t>(v->begin(), v->end()));
+        } else {
+          return unsupported();
+        }
+        break;
+      }
+      default:
+        return unsupported();
+    }
+  }
+  return Status::Ok();
+}
+
+// Writes the tokenizer keys: a copy of spec.tokenizer's, or the byte vocabulary (SyntheticSpec::tokenizer).
+Status AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
+  const std::string chatml =
+      "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+      "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+      "{% endif %}";
+  if (spec.tokenizer != nullptr) {
+    LLAMAY_RETURN_IF_ERROR(CopyTokenizer(*spec.tokenizer, w));
+    w.SetString("tokenizer.chat_template", chatml);
+    return Status::Ok();
+  }
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {2, 3, 3};  // unknown, control, control
   for (int b = 0; b < 256; ++b) {
@@ -93,10 +169,8 @@ void AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
   w.SetUint32("tokenizer.ggml.eos_token_id", 2);
   w.SetBool("tokenizer.ggml.add_bos_token", true);
   w.SetBool("tokenizer.ggml.add_eos_token", false);
-  w.SetString("tokenizer.chat_template",
-              "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-              "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-              "{% endif %}");
+  w.SetString("tokenizer.chat_template", chatml);
+  return Status::Ok();
 }
 
 bool IsHybrid(const SyntheticSpec& spec) {
@@ -116,8 +190,17 @@ uint32_t RotDims(const SyntheticSpec& spec) {
 }
 
 Status CheckSpec(const SyntheticSpec& spec) {
-  const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
-  if (spec.n_vocab < min_vocab) return InvalidArgumentError("synthetic model: vocab below " + std::to_string(min_vocab));
+  if (spec.tokenizer != nullptr) {
+    auto n = spec.tokenizer->ArrayLength("tokenizer.ggml.tokens");
+    if (!n.ok()) return InvalidArgumentError("synthetic model: the tokenizer file has no tokenizer.ggml.tokens");
+    if (*n != spec.n_vocab)
+      return InvalidArgumentError("synthetic model: the tokenizer has " + std::to_string(*n) +
+                                  " tokens, the shape's vocabulary " + std::to_string(spec.n_vocab));
+  } else {
+    const uint32_t min_vocab = spec.ascii_bytes_only ? 3 + 96 : 3 + 256;
+    if (spec.n_vocab < min_vocab)
+      return InvalidArgumentError("synthetic model: vocab below " + std::to_string(min_vocab));
+  }
   if (spec.n_head == 0 || spec.n_embd % spec.n_head != 0 || spec.n_head_kv == 0 || spec.n_head % spec.n_head_kv != 0)
     return InvalidArgumentError("synthetic model: heads must divide the embedding and each other");
   if (!kernels::CanDequantize(spec.type) || spec.n_embd % kernels::TypeBlockSize(spec.type) != 0 ||
@@ -396,7 +479,7 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "ssm.time_step_rank", spec.ssm_n_head);
     w.SetUint32(a + "ssm.group_count", spec.ssm_n_group);
   }
-  AddVocabulary(w, spec);
+  LLAMAY_RETURN_IF_ERROR(AddVocabulary(w, spec));
   LLAMAY_RETURN_IF_ERROR(b.Matrix("token_embd.weight", spec.n_vocab, spec.n_embd, std::sqrt(static_cast<float>(spec.n_embd)) * 0.5f));
   LLAMAY_RETURN_IF_ERROR(b.Norm("output_norm.weight", spec.n_embd));
   LLAMAY_RETURN_IF_ERROR(b.Matrix("output.weight", spec.n_vocab, spec.n_embd, 3.0f));

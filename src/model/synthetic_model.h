@@ -46,6 +46,10 @@
 #include "base/status.h"
 #include "base/tensor_type.h"
 
+namespace llamay::gguf {
+class File;
+}  // namespace llamay::gguf
+
 namespace llamay::model {
 
 enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss, kOlmoe, kQwen35 };
@@ -85,6 +89,11 @@ struct SyntheticSpec {
   bool granite_experts = false;
   // gpt-oss only: the sliding window of its even layers.
   uint32_t window = 128;
+  // The tokenizer: null, the byte vocabulary (3 control tokens, the byte tokens, then filler words that
+  // match no text, so English costs about 7 tokens a word); else this GGUF's tokenizer.ggml.* keys are
+  // copied (vocabulary, scores or merges, types, special ids, pre-tokenizer), and n_vocab must be its size.
+  // Not owned; read only during BuildSyntheticModel.
+  const gguf::File* tokenizer = nullptr;
 };
 
 // The peer model's shape (see the header comment) in `type`.

@@ -14,6 +14,7 @@
 #include "model/demo_model.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace llamay::model {
 namespace {
@@ -244,6 +245,54 @@ TEST(SyntheticModel, RefusesAQwen35ShapeThatDoesNotFit) {
   s = TinyQwen35Spec(TensorType::kQ8_0);
   s.granite_experts = true;
   EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A tokenizer file gives the model its vocabulary: LLaMA's SentencePiece one (what `model synth` takes by
+// default) tokenizes as the file it came from does, a few tokens a word instead of the byte vocabulary's
+// seven, and the model's rows follow its size.
+TEST(SyntheticModel, ATokenizerFileGivesTheModelItsVocabulary) {
+  auto vocab = gguf::File::Open(std::string(LLAMAY_SHARED_DIR) + "/ref/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  SyntheticSpec spec;
+  spec.n_vocab = 32000;
+  spec.n_embd = 64;
+  spec.n_layer = 2;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 128;
+  spec.tokenizer = &*vocab;
+  auto bytes = BuildSyntheticModel(spec);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto file = gguf::File::FromBuffer(std::move(*bytes));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_NE(file->GetStringOr("tokenizer.chat_template", "").find("<|im_start|>"), std::string::npos);
+  auto ours = tokenizer::Tokenizer::FromGguf(*file);
+  auto theirs = tokenizer::Tokenizer::FromGguf(*vocab);
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  for (const char* text : {"The quick brown fox jumps over the lazy dog.", "  Tabs\tand\nnewlines, <s> and 日本語"}) {
+    auto a = (*ours)->Encode(text, true, true), b = (*theirs)->Encode(text, true, true);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(*a, *b) << text;
+  }
+  auto fox = (*ours)->Encode("The quick brown fox jumps over the lazy dog.", false, false);
+  ASSERT_TRUE(fox.ok());
+  EXPECT_LE(fox->size(), 14u);  // 9 words and a full stop; the byte vocabulary takes 44
+  auto model = Model::FromFile(std::move(*file), 1);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->hparams().n_vocab, 32000u);
+  auto cache = test_util::NewCache(**model);
+  kv::Context ctx = cache->NewContext();
+  model::SeqInput in{&ctx, std::span(*fox), false};
+  std::vector<float> logits;
+  ASSERT_TRUE((*model)->Forward(std::span(&in, 1), &logits).ok());
+  EXPECT_EQ(logits.size(), 32000u);
+
+  // The shape's vocabulary must be the tokenizer's.
+  spec.n_vocab = 300;
+  auto refused = BuildSyntheticModel(spec);
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("32000"), std::string::npos) << refused.status().ToString();
 }
 
 }  // namespace

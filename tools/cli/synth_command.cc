@@ -1,12 +1,16 @@
 #include "synth_command.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/file.h"
 #include "ctx_commands.h"
 #include "format.h"
+#include "gguf/gguf.h"
 #include "kernels/dequant.h"
 #include "model/demo_model.h"
 #include "model/synthetic_model.h"
@@ -32,7 +36,56 @@ struct SynthOptions {
   uint32_t ssm_d_inner = 0;                                                    // the hybrid shapes
   uint32_t window = 0;                                                                      // gpt-oss
   uint64_t seed = 0;
+  // A GGUF whose tokenizer the model takes, "bytes" for the byte vocabulary; empty: the default
+  // (DefaultTokenizerPath).
+  std::string tokenizer;
 };
+
+// The default tokenizer: LLaMA's SentencePiece vocabulary (32000 tokens, the shapes' vocabulary size), from
+// the project's reference files, so that English text costs about as many tokens as in a real model (the
+// byte vocabulary makes it about 7 a word). Looked for under $LLAMAY_SHARED_DIR, ../shared from the current
+// directory, and ../shared from the checkout the binary was built in (build/<preset>/bin/llamay). Empty when
+// none is found.
+std::string DefaultTokenizerPath() {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("ref") / "vocab" / "ggml-vocab-llama-spm.gguf";
+  std::vector<fs::path> shared;
+  if (const char* env = std::getenv("LLAMAY_SHARED_DIR"); env != nullptr && *env != '\0') shared.emplace_back(env);
+  shared.emplace_back(fs::path("..") / "shared");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) shared.push_back(exe.parent_path() / ".." / ".." / ".." / ".." / "shared");
+  for (const fs::path& dir : shared)
+    if (fs::is_regular_file(dir / rel, ec)) return (dir / rel).lexically_normal().string();
+  return "";
+}
+
+// The tokenizer file for `o`, opened, or nullopt for the byte vocabulary; `what` says which, for the output.
+Result<std::optional<gguf::File>> OpenTokenizer(const SynthOptions& o, std::string* what) {
+  std::string path = o.tokenizer;
+  if (path == "bytes" || (path.empty() && o.n_vocab != 0)) {
+    *what = "byte vocabulary";
+    return std::optional<gguf::File>();
+  }
+  if (path.empty()) {
+    path = DefaultTokenizerPath();
+    if (path.empty()) {
+      std::fprintf(stderr,
+                   "note: no reference vocabulary found (../shared/ref/vocab/ggml-vocab-llama-spm.gguf); writing "
+                   "the byte vocabulary, about 7 tokens a word (--tokenizer FILE to give one)\n");
+      *what = "byte vocabulary";
+      return std::optional<gguf::File>();
+    }
+  }
+  auto f = gguf::File::Open(path);
+  if (!f.ok()) {
+    std::string msg = "--tokenizer: ";
+    msg.append(f.status().message());
+    return InvalidArgumentError(msg);
+  }
+  *what = "tokenizer of " + std::filesystem::path(path).filename().string();
+  return std::optional<gguf::File>(std::move(*f));
+}
 
 Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   model::SyntheticSpec s;
@@ -99,11 +152,24 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
 Status WriteOne(const SynthOptions& o, TensorType type, const std::string& path) {
   auto spec = SpecFor(o, type);
   if (!spec.ok()) return spec.status();
+  std::string vocabulary;
+  auto tokenizer = OpenTokenizer(o, &vocabulary);
+  if (!tokenizer.ok()) return tokenizer.status();
+  if (tokenizer->has_value()) {
+    spec->tokenizer = &**tokenizer;
+    // The vocabulary's size unless --vocab says otherwise (a mismatch is then refused).
+    if (o.n_vocab == 0) {
+      auto n = spec->tokenizer->ArrayLength("tokenizer.ggml.tokens");
+      if (!n.ok()) return InvalidArgumentError("--tokenizer: the file has no tokenizer.ggml.tokens");
+      spec->n_vocab = static_cast<uint32_t>(*n);
+    }
+  }
   auto bytes = model::BuildSyntheticModel(*spec);
   if (!bytes.ok()) return bytes.status();
   LLAMAY_RETURN_IF_ERROR(WriteFileAtomic(path, *bytes));
-  std::printf("wrote %s (%s, %s, %s)\n", path.c_str(), spec->name.c_str(), std::string(TensorTypeName(type)).c_str(),
-              FormatBytes(bytes->size()).c_str());
+  std::printf("wrote %s (%s, %s, %s, %s: %u tokens)\n", path.c_str(), spec->name.c_str(),
+              std::string(TensorTypeName(type)).c_str(), FormatBytes(bytes->size()).c_str(), vocabulary.c_str(),
+              spec->n_vocab);
   return Status::Ok();
 }
 
@@ -171,7 +237,13 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
        "layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
-  c->add_option("--vocab", o->n_vocab, "Vocabulary size (default: the shape's)");
+  c->add_option("--vocab", o->n_vocab,
+                "Vocabulary size (default: the shape's, or the tokenizer's); alone, it implies --tokenizer bytes");
+  c->add_option("--tokenizer", o->tokenizer,
+                "A GGUF whose tokenizer to copy (vocabulary, scores or merges, special tokens), or 'bytes' for the "
+                "byte vocabulary (about 7 tokens a word). Default: ../shared/ref/vocab/ggml-vocab-llama-spm.gguf "
+                "(LLaMA's 32000 tokens) when found ($LLAMAY_SHARED_DIR, ../shared, or beside the checkout), "
+                "else bytes");
   c->add_option("--dim", o->n_embd, "Embedding width (default: the shape's)");
   c->add_option("--layers", o->n_layer, "Layers (default: the shape's)");
   c->add_option("--heads", o->n_head, "Attention heads (default: the shape's)");
