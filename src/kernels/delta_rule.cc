@@ -1,12 +1,15 @@
 // Dispatch of the chunked gated delta rule (delta_rule.h): argument checks, the split of value heads over
-// threads, the shared pending keys and count, and the choice between the AVX-512 or AVX2 (x86-64) or NEON
-// (aarch64) per-head kernels and the scalar reference (which gives the same bits).
+// threads, the shared pending keys and count, the choice between the AVX-512 or AVX2 (x86-64) or NEON
+// (aarch64) kernels and the scalar reference (which gives the same bits), and the chunk driver those
+// kernels share (delta_rule_simd.h says why it is one driver over a table).
 #include "kernels/delta_rule.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "base/check.h"
 #include "kernels/delta_rule_simd.h"
+#include "kernels/reference/reference.h"
 
 namespace llamay::kernels {
 namespace {
@@ -28,16 +31,29 @@ void CheckArgs(const GatedDeltaRuleArgs& a) {
       << "delta rule lacks an array";
 }
 
-[[maybe_unused]] bool UseSimd(Isa isa) {
+// The SIMD kernels of this level, or null for the scalar reference.
+const DeltaRuleKernels* ChooseKernels([[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
-  return UsesAvx2(isa);
+  if (UsesAvx512(isa)) return &avx512::kDeltaRuleKernels;
+  if (UsesAvx2(isa)) return &avx2::kDeltaRuleKernels;
 #elif defined(__aarch64__)
-  return UsesNeon(isa);
-#else
-  (void)isa;
-  return false;
+  if (UsesNeon(isa)) return &neon::kDeltaRuleKernels;
 #endif
+  return nullptr;
 }
+
+// One value head h of a call. a: n_k_heads == n_v_heads == 1, state = the head's S [Dk][Dv], q and k offset
+// to key head h % Hk, v, g, beta and out offset to head h, every stride explicit (non-zero).
+struct DeltaChunkHeadArgs {
+  GatedDeltaRuleArgs a;
+  int pending = 0;                // m, the pending count before the call (as read once by the dispatcher)
+  const float* pend_k = nullptr;  // slot s's key at pend_k + s * pend_k_stride (read only: shared)
+  int64_t pend_k_stride = 0;
+  float* pend_delta = nullptr;  // slot s's delta at pend_delta + s * pend_delta_stride (this head's)
+  int64_t pend_delta_stride = 0;
+  float* pend_eg = nullptr;  // slot s's decay at pend_eg[s * pend_eg_stride] (this head's)
+  int64_t pend_eg_stride = 0;
+};
 
 // Value head h of the call, pending count m: the arrays offset to the head, strides made explicit.
 DeltaChunkHeadArgs HeadArgs(const GatedDeltaRuleArgs& a, int h, int m) {
@@ -75,13 +91,79 @@ DeltaChunkHeadArgs HeadArgs(const GatedDeltaRuleArgs& a, int h, int m) {
   return r;
 }
 
-[[maybe_unused]] void RunHead(const DeltaChunkHeadArgs& h, [[maybe_unused]] Isa isa) {
-#if defined(__x86_64__)
-  if (UsesAvx512(isa)) return avx512::GatedDeltaChunkHead(h);
-  avx2::GatedDeltaChunkHead(h);
-#elif defined(__aarch64__)
-  neon::GatedDeltaChunkHead(h);
-#endif
+// Grow-only scratch of one thread: the chunk's deltas [L][Dvp], A and Q rows [2L][Dvp], W [Dk][L].
+struct Scratch {
+  std::vector<float> dbuf, aq, w;
+};
+
+// Runs value head h's tokens as delta_rule.h states with kernels k, folds every completed chunk into its S,
+// and at the end writes the head's pending delta and eg slots of every slot the call's tokens occupied (the
+// last token in each). It reads the pending keys and never writes them: they are shared by other heads.
+void RunHead(const DeltaRuleKernels& k, const DeltaChunkHeadArgs& h) {
+  constexpr int L = kRecurrentChunk;
+  const GatedDeltaRuleArgs& a = h.a;
+  const int Dk = a.k_dim, Dv = a.v_dim, m = h.pending;
+  const int64_t T = a.n_tokens, Dvp = (Dv + k.pad - 1) / k.pad * k.pad;
+  thread_local Scratch scratch;
+  if (scratch.dbuf.size() < static_cast<size_t>(L * Dvp)) scratch.dbuf.resize(L * Dvp);
+  if (scratch.aq.size() < static_cast<size_t>(2 * L * Dvp)) scratch.aq.resize(2 * L * Dvp);
+  if (scratch.w.size() < static_cast<size_t>(int64_t{L} * Dk)) scratch.w.resize(int64_t{L} * Dk);
+  float* dbuf = scratch.dbuf.data();
+  float* aq = scratch.aq.data();
+  float* w = scratch.w.data();
+
+  // Slot s of the chunk: its key, its query, its delta (pending slots are read in place) and its decay.
+  const float* kp[L];
+  const float* qp[L];
+  const float* dp[L];
+  const float* x[2 * L];  // the product's vectors: k_j, q_j for the chunk's tokens of this call
+  float eg[L];
+  for (int s = 0; s < m; ++s) {
+    kp[s] = h.pend_k + s * h.pend_k_stride;
+    dp[s] = h.pend_delta + s * h.pend_delta_stride;
+    eg[s] = h.pend_eg[s * h.pend_eg_stride];
+  }
+  DeltaChunkCoefs cf;
+  float kk[L][L], kq[L][L], dec[L];
+  int j0 = m;
+  for (int64_t t0 = 0; t0 < T;) {
+    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
+    for (int j = j0; j < j1; ++j) {
+      const int64_t t = t0 + (j - j0);
+      kp[j] = a.k + t * a.k_stride;
+      qp[j] = a.q + t * a.q_stride;
+      dp[j] = dbuf + j * Dvp;
+      eg[j] = RefExp(a.g[t * a.g_stride]);
+      x[2 * (j - j0)] = kp[j];
+      x[2 * (j - j0) + 1] = qp[j];
+    }
+    k.dots(kp, qp, j0, j1, Dk, kk, kq);
+    for (int j = j0; j < j1; ++j) {
+      dec[j] = 1.0f;
+      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * eg[s + 1];
+      cf.gamma[j] = dec[0] * eg[0];
+      for (int s = 0; s < j; ++s) cf.ck[j][s] = dec[s] * kk[j][s];
+      for (int s = 0; s <= j; ++s) cf.cq[j][s] = dec[s] * kq[j][s];
+    }
+    k.product(a.state, Dv, Dk, x, 2 * (j1 - j0), aq, Dvp);
+    k.subst(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf);
+    if (j1 == L) {
+      // dec holds Dec(L - 1, s) from the last token's coefficients.
+      for (int i = 0; i < Dk; ++i)
+        for (int s = 0; s < L; ++s) w[i * L + s] = dec[s] * kp[s][i];
+      k.fold(a.state, Dv, Dk, w, dp, cf.gamma[L - 1]);
+    }
+    t0 += j1 - j0;
+    j0 = j1 == L ? 0 : j1;
+  }
+
+  // This head's pending slots: every slot a token of the call occupied holds that slot's last token.
+  const int64_t last_slot = (m + T - 1) % L;
+  for (int s = 0; s < L; ++s) {
+    if (T - 1 - (last_slot - s + L) % L < 0) continue;
+    std::copy_n(dbuf + s * Dvp, Dv, h.pend_delta + s * h.pend_delta_stride);
+    h.pend_eg[s * h.pend_eg_stride] = eg[s];
+  }
 }
 
 }  // namespace
@@ -94,14 +176,15 @@ int64_t GatedDeltaStateFloats(int n_k_heads, int n_v_heads, int k_dim, int v_dim
 void GatedDeltaRule(const GatedDeltaRuleArgs& a, ThreadPool* pool, Isa isa) {
   CheckArgs(a);
   if (a.n_tokens == 0) return;
-  if (!UseSimd(isa)) return RefGatedDeltaRule(a);
+  const DeltaRuleKernels* kernels = ChooseKernels(isa);
+  if (kernels == nullptr) return RefGatedDeltaRule(a);
   constexpr int L = kRecurrentChunk;
   const int Hk = a.n_k_heads, Hv = a.n_v_heads, Dk = a.k_dim;
   const int64_t T = a.n_tokens, ks = Stride(a.k_stride, int64_t{Hk} * Dk);
   float* header = a.state + int64_t{Hv} * Dk * a.v_dim;
   // Read once: every head runs with this m, and the header changes only after all of them have finished.
   const int m = ChunkPending(header);
-  auto run_head = [&](int64_t h, int) { RunHead(HeadArgs(a, static_cast<int>(h), m), isa); };
+  auto run_head = [&](int64_t h, int) { RunHead(*kernels, HeadArgs(a, static_cast<int>(h), m)); };
   if (pool == nullptr || pool->num_threads() == 1 || Hv == 1) {
     for (int64_t h = 0; h < Hv; ++h) run_head(h, 0);
   } else {

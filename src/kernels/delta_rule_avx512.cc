@@ -1,5 +1,6 @@
-// AVX-512 version of the chunked gated delta rule (delta_rule.h), one value head per call of
-// GatedDeltaChunkHead; the structure of delta_rule_avx2.cc and the bits of reference/delta_rule_ref.cc:
+// AVX-512 kernels of the chunked gated delta rule (delta_rule.h): the table avx512::kDeltaRuleKernels, which
+// the driver in delta_rule.cc calls per value head and chunk; the structure of delta_rule_avx2.cc and the
+// bits of reference/delta_rule_ref.cc:
 //   - A = S^T k_j, Q = S^T q_j, the deltas and outputs (forward substitution) and the fold are chains that
 //     run along i or s for one column c each: 16 columns per register instead of 8 change no operation;
 //   - the dots kk(s) = FmaDot8(k_s, k_j) and kq(s) = FmaDot8(k_s, q) are eight lanes each, lane i % 8 in
@@ -13,13 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/avx2_util.h"
 #include "kernels/avx512_util.h"
 #include "kernels/delta_rule_simd.h"
 #include "kernels/recurrent_chunk.h"
-#include "kernels/reference/reference.h"
 
 namespace llamay::kernels::avx512 {
 namespace {
@@ -65,6 +64,22 @@ LLAMAY_AVX512_INLINE void FmaDots8x2(const float* const* a, const float* bk, con
   for (int r = 0; r < 8; ++r) {
     out_k[r] = sums[2 * r];
     out_q[r] = sums[2 * r + 1];
+  }
+}
+
+// kk[j][s] for s < j and kq[j][s] for s <= j of every token j in [j0, j1), eight keys k_s at a time (k_j
+// again past s = j: unused).
+LLAMAY_AVX512 void Dots(const float* const* kp, const float* const* qp, int j0, int j1, int Dk,
+                        float (*kk)[L], float (*kq)[L]) {
+  for (int j = j0; j < j1; ++j) {
+    float row_k[L + 7], row_q[L + 7];
+    for (int s = 0; s <= j; s += 8) {
+      const float* ks[8];
+      for (int r = 0; r < 8; ++r) ks[r] = kp[std::min(s + r, j)];
+      FmaDots8x2(ks, kp[j], qp[j], Dk, row_k + s, row_q + s);
+    }
+    std::copy_n(row_k, j, kk[j]);
+    std::copy_n(row_q, j + 1, kq[j]);
   }
 }
 
@@ -146,8 +161,8 @@ LLAMAY_AVX512_INLINE void ProductColumns(const float* S, int64_t Dv, int Dk, con
 
 // out row r (stride out_stride, padded to whole registers) = S^T x[r] for r < n. Column blocks outermost:
 // a block's Dk x 16 kNc slice of S stays in L1 while every vector passes over it.
-LLAMAY_AVX512_INLINE void Product(const float* S, int Dv, int Dk, const float* const* x, int n, float* out,
-                                  int64_t out_stride) {
+LLAMAY_AVX512 void Product(const float* S, int Dv, int Dk, const float* const* x, int n, float* out,
+                           int64_t out_stride) {
   const __mmask16 all = 0xFFFF;
   const int full = Dv / 16;
   int cv = 0;
@@ -193,7 +208,7 @@ LLAMAY_AVX512_INLINE void FoldColumns(float* S, int64_t Dv, int Dk, const float*
   for (; i < Dk; ++i) FoldTile<1, kNc, kMasked>(S + i * Dv, Dv, w + i * L, d, c0, gamma, mask);
 }
 
-LLAMAY_AVX512_INLINE void Fold(float* S, int Dv, int Dk, const float* w, const float* const* d, float gamma) {
+LLAMAY_AVX512 void Fold(float* S, int Dv, int Dk, const float* w, const float* const* d, float gamma) {
   const __mmask16 all = 0xFFFF;
   const __m512 g = _mm512_set1_ps(gamma);
   const int full = Dv / 16;
@@ -204,15 +219,9 @@ LLAMAY_AVX512_INLINE void Fold(float* S, int Dv, int Dk, const float* w, const f
 }
 
 // ---- Deltas and outputs of tokens [j0, j1) of a chunk, across columns [c0, c0 + 16 kNc) ----
-struct ChunkCoefs {
-  float gamma[L];
-  float ck[L][L];  // Dec(j, s) * kk(s), s < j
-  float cq[L][L];  // Dec(j, s) * kq(s), s <= j
-};
-
 template <int kNc, bool kMasked>
 LLAMAY_AVX512_INLINE void SubstColumns(const GatedDeltaRuleArgs& a, int64_t t0, int j0, int j1,
-                                       const ChunkCoefs& cf, const float* aq, int64_t Dvp,
+                                       const DeltaChunkCoefs& cf, const float* aq, int64_t Dvp,
                                        const float* const* d, float* dbuf, int64_t c0, __mmask16 mask) {
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(a.k_dim)));
   for (int j = j0; j < j1; ++j) {
@@ -244,93 +253,22 @@ LLAMAY_AVX512_INLINE void SubstColumns(const GatedDeltaRuleArgs& a, int64_t t0, 
   }
 }
 
-// Grow-only scratch of one thread: the chunk's deltas [L][Dvp], A and Q rows [2L][Dvp], W [Dk][L].
-struct Scratch {
-  std::vector<float> dbuf, aq, w;
-};
+// Every column: blocks of 128, then of 64, then of 16, then the masked rest.
+LLAMAY_AVX512 void Subst(const GatedDeltaRuleArgs& a, int64_t t0, int j0, int j1, const DeltaChunkCoefs& cf,
+                         const float* aq, int64_t Dvp, const float* const* d, float* dbuf) {
+  const __mmask16 all = 0xFFFF;
+  const int Dv = a.v_dim, full = Dv / 16;
+  int cv = 0;
+  for (; cv + 8 <= full; cv += 8) SubstColumns<8, false>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 16 * cv, all);
+  for (; cv + 4 <= full; cv += 4) SubstColumns<4, false>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 16 * cv, all);
+  for (; cv < full; ++cv) SubstColumns<1, false>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 16 * cv, all);
+  if (Dv % 16 != 0)
+    SubstColumns<1, true>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 16 * cv, FirstLanes16(Dv % 16));
+}
 
 }  // namespace
 
-LLAMAY_AVX512 void GatedDeltaChunkHead(const DeltaChunkHeadArgs& h) {
-  const GatedDeltaRuleArgs& a = h.a;
-  const int Dk = a.k_dim, Dv = a.v_dim, m = h.pending;
-  const int64_t T = a.n_tokens, Dvp = (Dv + 15) / 16 * 16;
-  thread_local Scratch scratch;
-  if (scratch.dbuf.size() < static_cast<size_t>(L * Dvp)) scratch.dbuf.resize(L * Dvp);
-  if (scratch.aq.size() < static_cast<size_t>(2 * L * Dvp)) scratch.aq.resize(2 * L * Dvp);
-  if (scratch.w.size() < static_cast<size_t>(int64_t{L} * Dk)) scratch.w.resize(int64_t{L} * Dk);
-  float* dbuf = scratch.dbuf.data();
-  float* aq = scratch.aq.data();
-  float* w = scratch.w.data();
-
-  // Slot s of the chunk: its key, its delta (pending slots are read in place) and its decay.
-  const float* kp[L];
-  const float* dp[L];
-  const float* x[2 * L];  // the product's vectors: k_j, q_j for the chunk's tokens of this call
-  float eg[L];
-  for (int s = 0; s < m; ++s) {
-    kp[s] = h.pend_k + s * h.pend_k_stride;
-    dp[s] = h.pend_delta + s * h.pend_delta_stride;
-    eg[s] = h.pend_eg[s * h.pend_eg_stride];
-  }
-  ChunkCoefs cf;
-  float dec[L];
-  int j0 = m;
-  for (int64_t t0 = 0; t0 < T;) {
-    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      kp[j] = a.k + t * a.k_stride;
-      dp[j] = dbuf + j * Dvp;
-      eg[j] = RefExp(a.g[t * a.g_stride]);
-      x[2 * (j - j0)] = kp[j];
-      x[2 * (j - j0) + 1] = a.q + t * a.q_stride;
-    }
-    for (int j = j0; j < j1; ++j) {
-      dec[j] = 1.0f;
-      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * eg[s + 1];
-      cf.gamma[j] = dec[0] * eg[0];
-      // kk(s) for s < j and kq(s) for s <= j, eight keys k_s at a time (k_j again past s = j: unused).
-      float kk[L + 7], kq[L + 7];
-      for (int s = 0; s <= j; s += 8) {
-        const float* ks[8];
-        for (int r = 0; r < 8; ++r) ks[r] = kp[std::min(s + r, j)];
-        FmaDots8x2(ks, kp[j], x[2 * (j - j0) + 1], Dk, kk + s, kq + s);
-      }
-      for (int s = 0; s < j; ++s) cf.ck[j][s] = dec[s] * kk[s];
-      for (int s = 0; s <= j; ++s) cf.cq[j][s] = dec[s] * kq[s];
-    }
-    Product(a.state, Dv, Dk, x, 2 * (j1 - j0), aq, Dvp);
-    {
-      const __mmask16 all = 0xFFFF;
-      const int full = Dv / 16;
-      int cv = 0;
-      for (; cv + 8 <= full; cv += 8)
-        SubstColumns<8, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
-      for (; cv + 4 <= full; cv += 4)
-        SubstColumns<4, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
-      for (; cv < full; ++cv) SubstColumns<1, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, all);
-      if (Dv % 16 != 0)
-        SubstColumns<1, true>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 16 * cv, FirstLanes16(Dv % 16));
-    }
-    if (j1 == L) {
-      // dec holds Dec(L - 1, s) from the last token's coefficients.
-      for (int i = 0; i < Dk; ++i)
-        for (int s = 0; s < L; ++s) w[i * L + s] = dec[s] * kp[s][i];
-      Fold(a.state, Dv, Dk, w, dp, cf.gamma[L - 1]);
-    }
-    t0 += j1 - j0;
-    j0 = j1 == L ? 0 : j1;
-  }
-
-  // This head's pending slots: every slot a token of the call occupied holds that slot's last token.
-  const int64_t last_slot = (m + T - 1) % L;
-  for (int s = 0; s < L; ++s) {
-    if (T - 1 - (last_slot - s + L) % L < 0) continue;
-    std::copy_n(dbuf + s * Dvp, Dv, h.pend_delta + s * h.pend_delta_stride);
-    h.pend_eg[s * h.pend_eg_stride] = eg[s];
-  }
-}
+const DeltaRuleKernels kDeltaRuleKernels = {16, Dots, Product, Subst, Fold};
 
 }  // namespace llamay::kernels::avx512
 #endif  // __x86_64__

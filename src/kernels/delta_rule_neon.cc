@@ -1,4 +1,5 @@
-// NEON version of the chunked gated delta rule (delta_rule.h), the structure of delta_rule_avx2.cc at four
+// NEON kernels of the chunked gated delta rule (delta_rule.h): the table neon::kDeltaRuleKernels, which the
+// driver in delta_rule.cc calls per value head and chunk; the structure of delta_rule_avx2.cc at four
 // lanes. Every lane performs exactly the operations of reference/delta_rule_ref.cc for one column c: each
 // accumulator is a chain of fused multiply-adds (vfmaq_f32, one rounding, as std::fma) in the reference's
 // order, every other operation a plain f32 one, so the results are the reference's bits. Per chunk of a
@@ -13,12 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/delta_rule_simd.h"
 #include "kernels/neon_util.h"
 #include "kernels/recurrent_chunk.h"
-#include "kernels/reference/reference.h"
 
 namespace llamay::kernels::neon {
 namespace {
@@ -68,6 +67,22 @@ LLAMAY_NEON_INLINE void FmaDots4x2(const float* const* a, const float* bk, const
   }
 }
 
+// kk[j][s] for s < j and kq[j][s] for s <= j of every token j in [j0, j1), four keys k_s at a time (k_j
+// again past s = j: unused).
+void Dots(const float* const* kp, const float* const* qp, int j0, int j1, int Dk, float (*kk)[L],
+          float (*kq)[L]) {
+  for (int j = j0; j < j1; ++j) {
+    float row_k[L + 3], row_q[L + 3];
+    for (int s = 0; s <= j; s += 4) {
+      const float* ks[4];
+      for (int r = 0; r < 4; ++r) ks[r] = kp[std::min(s + r, j)];
+      FmaDots4x2(ks, kp[j], qp[j], Dk, row_k + s, row_q + s);
+    }
+    std::copy_n(row_k, j, kk[j]);
+    std::copy_n(row_q, j + 1, kq[j]);
+  }
+}
+
 // Register blocks: kNr rows (broadcast scalars) by kNc column registers (16 or 8 accumulators of 32).
 template <int kNc>
 constexpr int kMaxRows = kNc >= 4 ? 4 : 8;
@@ -107,8 +122,7 @@ LLAMAY_NEON_INLINE void ProductColumns(const float* S, int64_t Dv, int Dk, const
 
 // out row r (stride out_stride, padded to whole registers) = S^T x[r] for r < n. Column blocks outermost:
 // a block's slice of S stays in L1 while every vector passes over it.
-LLAMAY_NEON_INLINE void Product(const float* S, int Dv, int Dk, const float* const* x, int n, float* out,
-                                int64_t out_stride) {
+void Product(const float* S, int Dv, int Dk, const float* const* x, int n, float* out, int64_t out_stride) {
   const int full = Dv / 4;
   int cv = 0;
   for (; cv + 4 <= full; cv += 4)
@@ -147,7 +161,7 @@ LLAMAY_NEON_INLINE void FoldColumns(float* S, int64_t Dv, int Dk, const float* w
   for (; i < Dk; ++i) FoldTile<1, kNc, kMasked>(S + i * Dv, Dv, w + i * L, d, c0, gamma, lanes);
 }
 
-LLAMAY_NEON_INLINE void Fold(float* S, int Dv, int Dk, const float* w, const float* const* d, float gamma) {
+void Fold(float* S, int Dv, int Dk, const float* w, const float* const* d, float gamma) {
   const float32x4_t g = vdupq_n_f32(gamma);
   const int full = Dv / 4;
   int cv = 0;
@@ -157,15 +171,9 @@ LLAMAY_NEON_INLINE void Fold(float* S, int Dv, int Dk, const float* w, const flo
 }
 
 // ---- Deltas and outputs of tokens [j0, j1) of a chunk, across columns [c0, c0 + 4 kNc) ----
-struct ChunkCoefs {
-  float gamma[L];
-  float ck[L][L];  // Dec(j, s) * kk(s), s < j
-  float cq[L][L];  // Dec(j, s) * kq(s), s <= j
-};
-
 template <int kNc, bool kMasked>
 LLAMAY_NEON_INLINE void SubstColumns(const GatedDeltaRuleArgs& a, int64_t t0, int j0, int j1,
-                                     const ChunkCoefs& cf, const float* aq, int64_t Dvp,
+                                     const DeltaChunkCoefs& cf, const float* aq, int64_t Dvp,
                                      const float* const* d, float* dbuf, int64_t c0, int lanes) {
   const float32x4_t scale = vdupq_n_f32(1.0f / std::sqrt(static_cast<float>(a.k_dim)));
   for (int j = j0; j < j1; ++j) {
@@ -198,88 +206,19 @@ LLAMAY_NEON_INLINE void SubstColumns(const GatedDeltaRuleArgs& a, int64_t t0, in
   }
 }
 
-// Grow-only scratch of one thread: the chunk's deltas [L][Dvp], A and Q rows [2L][Dvp], W [Dk][L].
-struct Scratch {
-  std::vector<float> dbuf, aq, w;
-};
+// Every column: blocks of 16, then of 4, then the partial rest.
+void Subst(const GatedDeltaRuleArgs& a, int64_t t0, int j0, int j1, const DeltaChunkCoefs& cf,
+           const float* aq, int64_t Dvp, const float* const* d, float* dbuf) {
+  const int Dv = a.v_dim, full = Dv / 4;
+  int cv = 0;
+  for (; cv + 4 <= full; cv += 4) SubstColumns<4, false>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 4 * cv, 4);
+  for (; cv < full; ++cv) SubstColumns<1, false>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 4 * cv, 4);
+  if (Dv % 4 != 0) SubstColumns<1, true>(a, t0, j0, j1, cf, aq, Dvp, d, dbuf, 4 * cv, Dv % 4);
+}
 
 }  // namespace
 
-void GatedDeltaChunkHead(const DeltaChunkHeadArgs& h) {
-  const GatedDeltaRuleArgs& a = h.a;
-  const int Dk = a.k_dim, Dv = a.v_dim, m = h.pending;
-  const int64_t T = a.n_tokens, Dvp = (Dv + 3) / 4 * 4;
-  thread_local Scratch scratch;
-  if (scratch.dbuf.size() < static_cast<size_t>(L * Dvp)) scratch.dbuf.resize(L * Dvp);
-  if (scratch.aq.size() < static_cast<size_t>(2 * L * Dvp)) scratch.aq.resize(2 * L * Dvp);
-  if (scratch.w.size() < static_cast<size_t>(int64_t{L} * Dk)) scratch.w.resize(int64_t{L} * Dk);
-  float* dbuf = scratch.dbuf.data();
-  float* aq = scratch.aq.data();
-  float* w = scratch.w.data();
-
-  // Slot s of the chunk: its key, its delta (pending slots are read in place) and its decay.
-  const float* kp[L];
-  const float* dp[L];
-  const float* x[2 * L];  // the product's vectors: k_j, q_j for the chunk's tokens of this call
-  float eg[L];
-  for (int s = 0; s < m; ++s) {
-    kp[s] = h.pend_k + s * h.pend_k_stride;
-    dp[s] = h.pend_delta + s * h.pend_delta_stride;
-    eg[s] = h.pend_eg[s * h.pend_eg_stride];
-  }
-  ChunkCoefs cf;
-  float dec[L];
-  int j0 = m;
-  for (int64_t t0 = 0; t0 < T;) {
-    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      kp[j] = a.k + t * a.k_stride;
-      dp[j] = dbuf + j * Dvp;
-      eg[j] = RefExp(a.g[t * a.g_stride]);
-      x[2 * (j - j0)] = kp[j];
-      x[2 * (j - j0) + 1] = a.q + t * a.q_stride;
-    }
-    for (int j = j0; j < j1; ++j) {
-      dec[j] = 1.0f;
-      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * eg[s + 1];
-      cf.gamma[j] = dec[0] * eg[0];
-      // kk(s) for s < j and kq(s) for s <= j, four keys k_s at a time (k_j again past s = j: unused).
-      float kk[L + 3], kq[L + 3];
-      for (int s = 0; s <= j; s += 4) {
-        const float* ks[4];
-        for (int r = 0; r < 4; ++r) ks[r] = kp[std::min(s + r, j)];
-        FmaDots4x2(ks, kp[j], x[2 * (j - j0) + 1], Dk, kk + s, kq + s);
-      }
-      for (int s = 0; s < j; ++s) cf.ck[j][s] = dec[s] * kk[s];
-      for (int s = 0; s <= j; ++s) cf.cq[j][s] = dec[s] * kq[s];
-    }
-    Product(a.state, Dv, Dk, x, 2 * (j1 - j0), aq, Dvp);
-    {
-      const int full = Dv / 4;
-      int cv = 0;
-      for (; cv + 4 <= full; cv += 4) SubstColumns<4, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 4 * cv, 4);
-      for (; cv < full; ++cv) SubstColumns<1, false>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 4 * cv, 4);
-      if (Dv % 4 != 0) SubstColumns<1, true>(a, t0, j0, j1, cf, aq, Dvp, dp, dbuf, 4 * cv, Dv % 4);
-    }
-    if (j1 == L) {
-      // dec holds Dec(L - 1, s) from the last token's coefficients.
-      for (int i = 0; i < Dk; ++i)
-        for (int s = 0; s < L; ++s) w[i * L + s] = dec[s] * kp[s][i];
-      Fold(a.state, Dv, Dk, w, dp, cf.gamma[L - 1]);
-    }
-    t0 += j1 - j0;
-    j0 = j1 == L ? 0 : j1;
-  }
-
-  // This head's pending slots: every slot a token of the call occupied holds that slot's last token.
-  const int64_t last_slot = (m + T - 1) % L;
-  for (int s = 0; s < L; ++s) {
-    if (T - 1 - (last_slot - s + L) % L < 0) continue;
-    std::copy_n(dbuf + s * Dvp, Dv, h.pend_delta + s * h.pend_delta_stride);
-    h.pend_eg[s * h.pend_eg_stride] = eg[s];
-  }
-}
+const DeltaRuleKernels kDeltaRuleKernels = {4, Dots, Product, Subst, Fold};
 
 }  // namespace llamay::kernels::neon
 #endif  // __aarch64__

@@ -1,13 +1,13 @@
-// Dispatch of the recurrent kernels: argument checks, the split of heads over threads, and the choice
-// between the AVX2 (x86-64) or NEON (aarch64) paths and the scalar references (which give the same bits).
+// Dispatch of the recurrent kernels: argument checks, the choice between the AVX2 (x86-64) or NEON (aarch64)
+// paths and the scalar references (which give the same bits), and the convolution's driver that those paths
+// share (recurrent_simd.h).
 #include "kernels/recurrent.h"
 
 #include <algorithm>
 
 #include "base/check.h"
 #include "kernels/ops.h"
-#include "kernels/recurrent_avx2.h"
-#include "kernels/recurrent_neon.h"
+#include "kernels/recurrent_simd.h"
 
 namespace llamay::kernels {
 namespace {
@@ -34,15 +34,40 @@ void CheckConv(const CausalConv1dArgs& a) {
       << "conv lacks an array";
 }
 
+// Tokens per pass of the channel blocks.
+constexpr int64_t kConvChunk = 32;
+
+// The convolution with an ISA's kernels k. Chunks of tokens, one after the other, the state carrying the
+// window between them (a split that changes no bit): a chunk's rows stay in cache while the channel blocks
+// walk down them.
+[[maybe_unused]] void ConvChunks(const CausalConvKernels& k, const CausalConv1dArgs& a) {
+  const int64_t C = a.channels, xs = Stride(a.x_stride, C), ys = Stride(a.y_stride, C);
+  void (*conv)(const CausalConv1dArgs&) = k.conv_any;
+  if (a.kernel == 4) conv = k.conv4;
+  if (a.kernel == 3) conv = k.conv3;
+  if (a.kernel == 2) conv = k.conv2;
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kConvChunk) {
+    CausalConv1dArgs s = a;
+    s.n_tokens = std::min(kConvChunk, a.n_tokens - t0);
+    s.x = a.x + t0 * xs;
+    s.x_stride = xs;
+    s.y = a.y + t0 * ys;
+    s.y_stride = ys;
+    conv(s);
+    if (a.silu)
+      for (int64_t t = 0; t < s.n_tokens; ++t) k.silu(s.y + t * ys, C, s.y + t * ys);
+  }
+}
+
 }  // namespace
 
 void CausalConv1d(const CausalConv1dArgs& a, [[maybe_unused]] Isa isa) {
   CheckConv(a);
   if (a.n_tokens == 0 || a.channels == 0) return;
 #if defined(__x86_64__)
-  if (UseAvx2(isa)) return avx2::CausalConv1d(a);
+  if (UseAvx2(isa)) return ConvChunks(avx2::kCausalConvKernels, a);
 #elif defined(__aarch64__)
-  if (UsesNeon(isa)) return neon::CausalConv1d(a);
+  if (UsesNeon(isa)) return ConvChunks(neon::kCausalConvKernels, a);
 #endif
   RefCausalConv1d(a);
 }

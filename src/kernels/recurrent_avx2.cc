@@ -1,17 +1,15 @@
-// AVX2 causal convolution. Each lane performs exactly the f32 operations of reference/recurrent_ref.cc for
-// one channel, so the results match the scalar reference bit for bit: 8 channels per register, all tokens
-// of a chunk on a few channel blocks in turn, the window of the last K inputs held in registers; SiLU is
-// ops_avx2's over each row after. Partial registers (channels not a multiple of 8) use masked loads and
-// stores: lanes never mix.
+// AVX2 kernels of the causal convolution (recurrent.h): the table avx2::kCausalConvKernels, which the driver
+// in recurrent.cc calls per chunk of tokens. Each lane performs exactly the f32 operations of
+// reference/recurrent_ref.cc for one channel, so the results match the scalar reference bit for bit: 8
+// channels per register, all tokens of a chunk on a few channel blocks in turn, the window of the last K
+// inputs held in registers; SiLU is ops_avx2's over each row after. Partial registers (channels not a
+// multiple of 8) use masked loads and stores: lanes never mix.
 #if defined(__x86_64__)
-#include "kernels/recurrent_avx2.h"
-
-#include <algorithm>
-#include <cmath>
+#include <cstdint>
 
 #include "kernels/avx2_util.h"
 #include "kernels/ops_avx2.h"
-#include "kernels/reference/reference.h"
+#include "kernels/recurrent_simd.h"
 
 namespace llamay::kernels::avx2 {
 namespace {
@@ -83,41 +81,9 @@ LLAMAY_AVX2 void ConvAll(const CausalConv1dArgs& a) {
   if (c < a.channels) ConvBlocks<kK, 1, true>(a, c, static_cast<int>(a.channels - c));
 }
 
-// Tokens per pass of the channel blocks.
-constexpr int64_t kConvChunk = 32;
-
 }  // namespace
 
-LLAMAY_AVX2 void CausalConv1d(const CausalConv1dArgs& a) {
-  const int64_t C = a.channels, xs = Stride(a.x_stride, C), ys = Stride(a.y_stride, C);
-  // Chunks of tokens, one after the other, the state carrying the window between them (a split that
-  // changes no bit): a chunk's rows stay in cache while the channel blocks walk down them.
-  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kConvChunk) {
-    CausalConv1dArgs s = a;
-    s.n_tokens = std::min(kConvChunk, a.n_tokens - t0);
-    s.x = a.x + t0 * xs;
-    s.x_stride = xs;
-    s.y = a.y + t0 * ys;
-    s.y_stride = ys;
-    switch (a.kernel) {
-      case 4:
-        ConvAll<4>(s);
-        break;
-      case 3:
-        ConvAll<3>(s);
-        break;
-      case 2:
-        ConvAll<2>(s);
-        break;
-      default:
-        ConvAll<0>(s);
-        break;
-    }
-    if (a.silu)
-      for (int64_t t = 0; t < s.n_tokens; ++t) Silu(s.y + t * ys, C, s.y + t * ys);
-  }
-}
-
+const CausalConvKernels kCausalConvKernels = {ConvAll<2>, ConvAll<3>, ConvAll<4>, ConvAll<0>, Silu};
 
 }  // namespace llamay::kernels::avx2
 #endif  // __x86_64__

@@ -1,5 +1,6 @@
-// AVX2 + FMA version of the chunked SSM scan (ssm_scan.h), one head at a time. Every number it produces is
-// made by the operations of reference/ssm_scan_ref.cc in their order, so the results match bit for bit:
+// AVX2 + FMA kernels of the chunked SSM scan (ssm_scan.h): the table avx2::kSsmScanKernels, which the driver
+// in ssm_scan.cc calls per head and chunk. Every number they produce is made by the operations of
+// reference/ssm_scan_ref.cc in their order, so the results match bit for bit:
 //   - a FmaDot8 of two rows is one ymm accumulator (lane n % 8, ascending n) reduced by Reduce8; the dots a
 //     chunk needs form matrix products, S (P x N) by C (N x tokens) and B (tokens x N) by C, computed in
 //     register tiles of a few rows by a few tokens so each row of S is read once per chunk from memory;
@@ -10,18 +11,14 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/avx2_util.h"
-#include "kernels/reference/reference.h"
 #include "kernels/ssm_scan_simd.h"
 
 namespace llamay::kernels::avx2 {
 namespace {
 
 constexpr int L = kRecurrentChunk;
-
-int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
 // FmaDot8(rows[r], cols[k], N) for r < R, k < C, written to out[k * ld + r]. Accumulator k * R + r; the tile
 // shapes with R * C == 8 reduce all eight at once (Reduce8x8: the same bits as Reduce8 on each).
@@ -61,8 +58,8 @@ LLAMAY_AVX2_INLINE void DotTile(const float* const* rows, const float* const* co
 // out[k * ld + r] = FmaDot8(rows[r], cols[k], N) for r < nr, k < nc. With `lower`, only the pairs with
 // r <= k + k_off are needed (the intra dots B_s . C_j, s <= j): tiles holding none of them are skipped.
 // Rows outer, tokens inner: a few rows of S stay in L1 while the chunk's columns stream past them.
-LLAMAY_AVX2_INLINE void DotAll(const float* const* rows, int nr, const float* const* cols, int nc, int N,
-                               float* out, int64_t ld, bool lower, int k_off) {
+LLAMAY_AVX2 void DotAll(const float* const* rows, int nr, const float* const* cols, int nc, int N, float* out,
+                        int64_t ld, bool lower, int k_off) {
   const __m256i tail = FirstLanes(N % 8);
   auto needed = [&](int r0, int k_last) { return !lower || r0 <= k_last + k_off; };
   if (nc == 1) {
@@ -141,120 +138,63 @@ LLAMAY_AVX2_INLINE void FoldRows(float* S, int N, int p, const float* w, int64_t
   if (n < N) FoldTile<R, 1, true>(S, N, p, n, w, wld, Bs, gamma, tail);
 }
 
-// Per-thread scratch of one head's chunk (reused across calls: decode runs it once per token).
-struct Scratch {
-  std::vector<float> xdt, inter, w;  // [L][Pp] each
-  std::vector<float> bc;             // [L][L]: bc[j][s] = FmaDot8(B_s, C_j)
-};
+// xdt rows: out[r * ld + p] = x[r * xs + p] * f[r], in whole registers (the padding past P written too).
+LLAMAY_AVX2 void Scale(const float* x, int64_t xs, const float* f, int n, int P, float* out, int64_t ld) {
+  const __m256i ptail = FirstLanes(P % 8);
+  for (int r = 0; r < n; ++r) {
+    const __m256 f8 = _mm256_set1_ps(f[r]);
+    const float* xr = x + r * xs;
+    float* o = out + r * ld;
+    int p = 0;
+    for (; p + 8 <= P; p += 8) _mm256_storeu_ps(o + p, _mm256_mul_ps(_mm256_loadu_ps(xr + p), f8));
+    if (p < P) _mm256_storeu_ps(o + p, _mm256_mul_ps(_mm256_maskload_ps(xr + p, ptail), f8));
+  }
+}
+
+// Outputs, one token at a time, across p.
+LLAMAY_AVX2 void Outputs(const SsmChunkOutputs& o) {
+  const int P = o.head_dim;
+  const int64_t Pp = o.padded;
+  const __m256i ptail = FirstLanes(P % 8);
+  const __m256 d8 = _mm256_set1_ps(o.d != nullptr ? *o.d : 0.0f);
+  for (int j = o.j0; j < o.j1; ++j) {
+    const __m256 g8 = _mm256_set1_ps(o.gamma[j]);
+    const float* xr = o.x + (j - o.j0) * o.x_stride;
+    float* yr = o.y + (j - o.j0) * o.y_stride;
+    for (int p = 0; p < P; p += 8) {
+      const bool part = p + 8 > P;
+      __m256 intra = _mm256_setzero_ps();
+      for (int s = 0; s <= j; ++s)
+        intra = _mm256_fmadd_ps(_mm256_set1_ps(o.coef[j][s]), _mm256_loadu_ps(o.xdt + s * Pp + p), intra);
+      __m256 y = _mm256_fmadd_ps(g8, _mm256_loadu_ps(o.inter + j * Pp + p), intra);
+      if (o.d != nullptr)
+        y = _mm256_fmadd_ps(part ? _mm256_maskload_ps(xr + p, ptail) : _mm256_loadu_ps(xr + p), d8, y);
+      if (part) {
+        _mm256_maskstore_ps(yr + p, ptail, y);
+      } else {
+        _mm256_storeu_ps(yr + p, y);
+      }
+    }
+  }
+}
+
+// The fold: w[s][p] = Dec(L-1, s) * xdt_s[p], then rows of S four at a time.
+LLAMAY_AVX2 void Fold(float* S, int P, int N, const float* xdt, int64_t Pp, const float* dec,
+                      const float* const* Bs, float gamma, float* w) {
+  for (int s = 0; s < L; ++s) {
+    const __m256 d8 = _mm256_set1_ps(dec[s]);
+    for (int p = 0; p < P; p += 8)
+      _mm256_storeu_ps(w + s * Pp + p, _mm256_mul_ps(d8, _mm256_loadu_ps(xdt + s * Pp + p)));
+  }
+  const __m256i ntail = FirstLanes(N % 8);
+  int p = 0;
+  for (; p + 4 <= P; p += 4) FoldRows<4>(S, N, p, w, Pp, Bs, gamma, ntail);
+  for (; p < P; ++p) FoldRows<1>(S, N, p, w, Pp, Bs, gamma, ntail);
+}
 
 }  // namespace
 
-LLAMAY_AVX2 void SsmScanHead(const SsmScanArgs& a, int h, int m) {
-  const int H = a.n_heads, P = a.head_dim, N = a.d_state, G = a.n_groups;
-  const int64_t g = h / (H / G);
-  const int64_t T = a.n_tokens, xs = Stride(a.x_stride, int64_t{H} * P), dts = Stride(a.dt_stride, H),
-                bcs = Stride(a.bc_stride, int64_t{G} * N), ys = Stride(a.y_stride, int64_t{H} * P);
-  const SsmScanParts parts = SsmScanStateParts(a);
-  float* S = parts.s + int64_t{h} * P * N;
-  const int Pp = (P + 7) / 8 * 8;  // local rows padded to whole registers
-  thread_local Scratch scratch;
-  if (static_cast<int64_t>(scratch.xdt.size()) < int64_t{L} * Pp) {
-    scratch.xdt.assign(int64_t{L} * Pp, 0.0f);
-    scratch.inter.assign(int64_t{L} * Pp, 0.0f);
-    scratch.w.assign(int64_t{L} * Pp, 0.0f);
-  }
-  scratch.bc.resize(L * L);
-  float* xdt = scratch.xdt.data();  // xdt[j * Pp + p]
-  float* inter = scratch.inter.data();
-  float* w = scratch.w.data();
-  float* bc = scratch.bc.data();
-  float dA[L];
-  const float* Bp[L];  // B_j of the chunk's tokens: stored slots for j < m of the first chunk, else input
-  const float* Cp[L];  // C of the tokens output in this chunk
-  const float* Srows[64];
-  const __m256i ptail = FirstLanes(P % 8);
-  const __m256i ntail = FirstLanes(N % 8);
-
-  for (int s = 0; s < m; ++s) {
-    dA[s] = parts.da[int64_t{s} * H + h];
-    std::copy_n(parts.xdt + (int64_t{s} * H + h) * P, P, xdt + s * Pp);
-    Bp[s] = parts.b + (int64_t{s} * G + g) * N;
-  }
-  const float Dh = a.d != nullptr ? a.d[h] : 0.0f;
-  int j0 = m;
-  for (int64_t t0 = 0; t0 < T;) {
-    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
-    // This chunk's new tokens: dt, dA, xdt, and where their B and C are.
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      float v = a.dt[t * dts + h];
-      if (a.dt_bias != nullptr) v = v + a.dt_bias[h];
-      const float dth = RefSoftplus(v);
-      dA[j] = RefExp(dth * a.a[h]);
-      const __m256 dth8 = _mm256_set1_ps(dth);
-      const float* xr = a.x + t * xs + int64_t{h} * P;
-      int p = 0;
-      for (; p + 8 <= P; p += 8)
-        _mm256_storeu_ps(xdt + j * Pp + p, _mm256_mul_ps(_mm256_loadu_ps(xr + p), dth8));
-      if (p < P) _mm256_storeu_ps(xdt + j * Pp + p, _mm256_mul_ps(_mm256_maskload_ps(xr + p, ptail), dth8));
-      Bp[j] = a.b + t * bcs + g * N;
-      Cp[j] = a.c + t * bcs + g * N;
-    }
-    // inter[j][p] = FmaDot8(S[p], C_j) and bc[j][s] = FmaDot8(B_s, C_j), s <= j.
-    for (int p0 = 0; p0 < P; p0 += 64) {
-      const int np = std::min(64, P - p0);
-      for (int r = 0; r < np; ++r) Srows[r] = S + int64_t{p0 + r} * N;
-      DotAll(Srows, np, Cp + j0, j1 - j0, N, inter + j0 * Pp + p0, Pp, false, 0);
-    }
-    DotAll(Bp, j1, Cp + j0, j1 - j0, N, bc + j0 * L, L, true, j0);
-    // Outputs, one token at a time, across p.
-    float dec[L], gamma = 0.0f;
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      dec[j] = 1.0f;
-      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * dA[s + 1];
-      gamma = dec[0] * dA[0];
-      float coef[L];
-      for (int s = 0; s <= j; ++s) coef[s] = dec[s] * bc[j * L + s];
-      const __m256 g8 = _mm256_set1_ps(gamma), d8 = _mm256_set1_ps(Dh);
-      const float* xr = a.x + t * xs + int64_t{h} * P;
-      float* yr = a.y + t * ys + int64_t{h} * P;
-      for (int p = 0; p < P; p += 8) {
-        const bool part = p + 8 > P;
-        __m256 intra = _mm256_setzero_ps();
-        for (int s = 0; s <= j; ++s)
-          intra = _mm256_fmadd_ps(_mm256_set1_ps(coef[s]), _mm256_loadu_ps(xdt + s * Pp + p), intra);
-        __m256 y = _mm256_fmadd_ps(g8, _mm256_loadu_ps(inter + j * Pp + p), intra);
-        if (a.d != nullptr)
-          y = _mm256_fmadd_ps(part ? _mm256_maskload_ps(xr + p, ptail) : _mm256_loadu_ps(xr + p), d8, y);
-        if (part) {
-          _mm256_maskstore_ps(yr + p, ptail, y);
-        } else {
-          _mm256_storeu_ps(yr + p, y);
-        }
-      }
-    }
-    if (j1 == L) {
-      // The fold, with the chunk's last token's dec and gamma: w[s][p] = Dec(L-1, s) * xdt_s[p].
-      for (int s = 0; s < L; ++s) {
-        const __m256 d8 = _mm256_set1_ps(dec[s]);
-        for (int p = 0; p < P; p += 8)
-          _mm256_storeu_ps(w + s * Pp + p, _mm256_mul_ps(d8, _mm256_loadu_ps(xdt + s * Pp + p)));
-      }
-      int p = 0;
-      for (; p + 4 <= P; p += 4) FoldRows<4>(S, N, p, w, Pp, Bp, gamma, ntail);
-      for (; p < P; ++p) FoldRows<1>(S, N, p, w, Pp, Bp, gamma, ntail);
-    }
-    t0 += j1 - j0;
-    j0 = j1 == L ? 0 : j1;
-  }
-  // The head's own pending slots, once it no longer reads the old ones: the call's last min(T, L) tokens.
-  for (int64_t t = std::max<int64_t>(0, T - L); t < T; ++t) {
-    const int64_t slot = (m + t) % L;
-    parts.da[slot * H + h] = dA[slot];
-    std::copy_n(xdt + slot * Pp, P, parts.xdt + (slot * H + h) * P);
-  }
-}
+const SsmScanKernels kSsmScanKernels = {8, DotAll, Scale, Outputs, Fold};
 
 }  // namespace llamay::kernels::avx2
 #endif  // __x86_64__

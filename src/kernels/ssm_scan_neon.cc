@@ -1,5 +1,6 @@
-// NEON version of the chunked SSM scan (ssm_scan.h), the structure of ssm_scan_avx2.cc at four lanes. Every
-// number it produces is made by the operations of reference/ssm_scan_ref.cc in their order (vfmaq_f32 and
+// NEON kernels of the chunked SSM scan (ssm_scan.h): the table neon::kSsmScanKernels, which the driver in
+// ssm_scan.cc calls per head and chunk; the structure of ssm_scan_avx2.cc at four lanes. Every number they
+// produce is made by the operations of reference/ssm_scan_ref.cc in their order (vfmaq_f32 and
 // vfmaq_laneq_f32 are the fused multiply-add, rounded once), so the results match bit for bit:
 //   - a FmaDot8 of two rows is one accumulator of two registers (lanes 0..3 and 4..7: lane n % 8, ascending
 //     n), reduced by neon::Reduce8; the dots of a chunk are computed in register tiles of a few rows of S
@@ -14,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/neon_util.h"
 #include "kernels/reference/reference.h"
@@ -24,8 +24,6 @@ namespace llamay::kernels::neon {
 namespace {
 
 constexpr int L = kRecurrentChunk;
-
-int64_t Stride(int64_t given, int64_t packed) { return given != 0 ? given : packed; }
 
 // FmaDot8(rows[r], cols[k], N) for r < R, k < C, written to out[k * ld + r].
 template <int R, int C>
@@ -63,8 +61,8 @@ LLAMAY_NEON_INLINE void DotTile(const float* const* rows, const float* const* co
 
 // out[k * ld + r] = FmaDot8(rows[r], cols[k], N) for r < nr, k < nc. With `lower`, only the pairs with
 // r <= k + k_off are needed (the intra dots B_s . C_j, s <= j): tiles holding none of them are skipped.
-LLAMAY_NEON_INLINE void DotAll(const float* const* rows, int nr, const float* const* cols, int nc, int N,
-                               float* out, int64_t ld, bool lower, int k_off) {
+void DotAll(const float* const* rows, int nr, const float* const* cols, int nc, int N, float* out, int64_t ld,
+            bool lower, int k_off) {
   auto needed = [&](int r0, int k_last) { return !lower || r0 <= k_last + k_off; };
   if (nc == 1) {
     int r = 0;
@@ -130,122 +128,70 @@ LLAMAY_NEON_INLINE void FoldRow(float* S, int N, int p, int n, const float* w, i
   }
 }
 
-// Per-thread scratch of one head's chunk (reused across calls: decode runs it once per token).
-struct Scratch {
-  std::vector<float> xdt, inter, w;  // [L][Pp] each
-  std::vector<float> bc;             // [L][L]: bc[j][s] = FmaDot8(B_s, C_j)
-};
+// xdt rows: out[r * ld + p] = x[r * xs + p] * f[r].
+void Scale(const float* x, int64_t xs, const float* f, int n, int P, float* out, int64_t ld) {
+  const int P4 = P / 4 * 4;
+  for (int r = 0; r < n; ++r) {
+    const float fr = f[r];
+    const float* xr = x + r * xs;
+    float* o = out + r * ld;
+    int p = 0;
+    for (; p < P4; p += 4) vst1q_f32(o + p, vmulq_n_f32(vld1q_f32(xr + p), fr));
+    for (; p < P; ++p) o[p] = xr[p] * fr;
+  }
+}
+
+// Outputs, one token at a time, across p.
+void Outputs(const SsmChunkOutputs& o) {
+  const int P = o.head_dim, P4 = P / 4 * 4;
+  const int64_t Pp = o.padded;
+  const float Dh = o.d != nullptr ? *o.d : 0.0f;
+  for (int j = o.j0; j < o.j1; ++j) {
+    const float gamma = o.gamma[j];
+    const float* coef = o.coef[j];
+    const float* xr = o.x + (j - o.j0) * o.x_stride;
+    float* yr = o.y + (j - o.j0) * o.y_stride;
+    int p = 0;
+    for (; p < P4; p += 4) {
+      float32x4_t intra = vdupq_n_f32(0.0f);
+      for (int s = 0; s <= j; ++s)
+        intra = vfmaq_f32(intra, vdupq_n_f32(coef[s]), vld1q_f32(o.xdt + s * Pp + p));
+      float32x4_t y = vfmaq_f32(intra, vdupq_n_f32(gamma), vld1q_f32(o.inter + j * Pp + p));
+      if (o.d != nullptr) y = vfmaq_f32(y, vld1q_f32(xr + p), vdupq_n_f32(Dh));
+      vst1q_f32(yr + p, y);
+    }
+    for (; p < P; ++p) {
+      float intra = 0.0f;
+      for (int s = 0; s <= j; ++s) intra = std::fma(coef[s], o.xdt[s * Pp + p], intra);
+      float y = std::fma(gamma, o.inter[j * Pp + p], intra);
+      if (o.d != nullptr) y = std::fma(xr[p], Dh, y);
+      yr[p] = y;
+    }
+  }
+}
+
+// The fold: w[s][p] = Dec(L-1, s) * xdt_s[p], then rows of S four at a time, 16 entries then 4 at a time,
+// the rest one by one.
+void Fold(float* S, int P, int N, const float* xdt, int64_t Pp, const float* dec, const float* const* Bs,
+          float gamma, float* w) {
+  for (int s = 0; s < L; ++s)
+    for (int p = 0; p < Pp; p += 4)
+      vst1q_f32(w + s * Pp + p, vmulq_n_f32(vld1q_f32(xdt + s * Pp + p), dec[s]));
+  const int N16 = N / 16 * 16, N4 = N / 4 * 4;
+  int p = 0;
+  for (; p + 4 <= P; p += 4) {
+    int n = 0;
+    for (; n < N16; n += 16) FoldTile4<4>(S, N, p, n, w, Pp, Bs, gamma);
+    for (; n < N4; n += 4) FoldTile4<1>(S, N, p, n, w, Pp, Bs, gamma);
+    for (int r = 0; r < 4; ++r) FoldRow(S, N, p + r, n, w, Pp, Bs, gamma);
+  }
+  for (; p < P; ++p) FoldRow(S, N, p, 0, w, Pp, Bs, gamma);
+}
 
 }  // namespace
 
-void SsmScanHead(const SsmScanArgs& a, int h, int m) {
-  const int H = a.n_heads, P = a.head_dim, N = a.d_state, G = a.n_groups;
-  const int64_t g = h / (H / G);
-  const int64_t T = a.n_tokens, xs = Stride(a.x_stride, int64_t{H} * P), dts = Stride(a.dt_stride, H),
-                bcs = Stride(a.bc_stride, int64_t{G} * N), ys = Stride(a.y_stride, int64_t{H} * P);
-  const SsmScanParts parts = SsmScanStateParts(a);
-  float* S = parts.s + int64_t{h} * P * N;
-  const int Pp = (P + 7) / 8 * 8;  // local rows padded to whole registers
-  thread_local Scratch scratch;
-  if (static_cast<int64_t>(scratch.xdt.size()) < int64_t{L} * Pp) {
-    scratch.xdt.assign(int64_t{L} * Pp, 0.0f);
-    scratch.inter.assign(int64_t{L} * Pp, 0.0f);
-    scratch.w.assign(int64_t{L} * Pp, 0.0f);
-  }
-  scratch.bc.resize(L * L);
-  float* xdt = scratch.xdt.data();  // xdt[j * Pp + p]
-  float* inter = scratch.inter.data();
-  float* w = scratch.w.data();
-  float* bc = scratch.bc.data();
-  float dA[L];
-  const float* Bp[L];  // B_j of the chunk's tokens: stored slots for j < m of the first chunk, else input
-  const float* Cp[L];  // C of the tokens output in this chunk
-  const float* Srows[64];
-  const int P4 = P / 4 * 4;
-
-  for (int s = 0; s < m; ++s) {
-    dA[s] = parts.da[int64_t{s} * H + h];
-    std::copy_n(parts.xdt + (int64_t{s} * H + h) * P, P, xdt + s * Pp);
-    Bp[s] = parts.b + (int64_t{s} * G + g) * N;
-  }
-  const float Dh = a.d != nullptr ? a.d[h] : 0.0f;
-  int j0 = m;
-  for (int64_t t0 = 0; t0 < T;) {
-    const int j1 = static_cast<int>(std::min<int64_t>(L, j0 + (T - t0)));
-    // This chunk's new tokens: dt, dA, xdt, and where their B and C are.
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      float v = a.dt[t * dts + h];
-      if (a.dt_bias != nullptr) v = v + a.dt_bias[h];
-      const float dth = RefSoftplus(v);
-      dA[j] = RefExp(dth * a.a[h]);
-      const float* xr = a.x + t * xs + int64_t{h} * P;
-      int p = 0;
-      for (; p < P4; p += 4) vst1q_f32(xdt + j * Pp + p, vmulq_n_f32(vld1q_f32(xr + p), dth));
-      for (; p < P; ++p) xdt[j * Pp + p] = xr[p] * dth;
-      Bp[j] = a.b + t * bcs + g * N;
-      Cp[j] = a.c + t * bcs + g * N;
-    }
-    // inter[j][p] = FmaDot8(S[p], C_j) and bc[j][s] = FmaDot8(B_s, C_j), s <= j.
-    for (int p0 = 0; p0 < P; p0 += 64) {
-      const int np = std::min(64, P - p0);
-      for (int r = 0; r < np; ++r) Srows[r] = S + int64_t{p0 + r} * N;
-      DotAll(Srows, np, Cp + j0, j1 - j0, N, inter + j0 * Pp + p0, Pp, false, 0);
-    }
-    DotAll(Bp, j1, Cp + j0, j1 - j0, N, bc + j0 * L, L, true, j0);
-    // Outputs, one token at a time, across p.
-    float dec[L], gamma = 0.0f;
-    for (int j = j0; j < j1; ++j) {
-      const int64_t t = t0 + (j - j0);
-      dec[j] = 1.0f;
-      for (int s = j - 1; s >= 0; --s) dec[s] = dec[s + 1] * dA[s + 1];
-      gamma = dec[0] * dA[0];
-      float coef[L];
-      for (int s = 0; s <= j; ++s) coef[s] = dec[s] * bc[j * L + s];
-      const float* xr = a.x + t * xs + int64_t{h} * P;
-      float* yr = a.y + t * ys + int64_t{h} * P;
-      int p = 0;
-      for (; p < P4; p += 4) {
-        float32x4_t intra = vdupq_n_f32(0.0f);
-        for (int s = 0; s <= j; ++s)
-          intra = vfmaq_f32(intra, vdupq_n_f32(coef[s]), vld1q_f32(xdt + s * Pp + p));
-        float32x4_t y = vfmaq_f32(intra, vdupq_n_f32(gamma), vld1q_f32(inter + j * Pp + p));
-        if (a.d != nullptr) y = vfmaq_f32(y, vld1q_f32(xr + p), vdupq_n_f32(Dh));
-        vst1q_f32(yr + p, y);
-      }
-      for (; p < P; ++p) {
-        float intra = 0.0f;
-        for (int s = 0; s <= j; ++s) intra = std::fma(coef[s], xdt[s * Pp + p], intra);
-        float y = std::fma(gamma, inter[j * Pp + p], intra);
-        if (a.d != nullptr) y = std::fma(xr[p], Dh, y);
-        yr[p] = y;
-      }
-    }
-    if (j1 == L) {
-      // The fold, with the chunk's last token's dec and gamma: w[s][p] = Dec(L-1, s) * xdt_s[p].
-      for (int s = 0; s < L; ++s)
-        for (int p = 0; p < Pp; p += 4)
-          vst1q_f32(w + s * Pp + p, vmulq_n_f32(vld1q_f32(xdt + s * Pp + p), dec[s]));
-      const int N16 = N / 16 * 16, N4 = N / 4 * 4;
-      int p = 0;
-      for (; p + 4 <= P; p += 4) {
-        int n = 0;
-        for (; n < N16; n += 16) FoldTile4<4>(S, N, p, n, w, Pp, Bp, gamma);
-        for (; n < N4; n += 4) FoldTile4<1>(S, N, p, n, w, Pp, Bp, gamma);
-        for (int r = 0; r < 4; ++r) FoldRow(S, N, p + r, n, w, Pp, Bp, gamma);
-      }
-      for (; p < P; ++p) FoldRow(S, N, p, 0, w, Pp, Bp, gamma);
-    }
-    t0 += j1 - j0;
-    j0 = j1 == L ? 0 : j1;
-  }
-  // The head's own pending slots, once it no longer reads the old ones: the call's last min(T, L) tokens.
-  for (int64_t t = std::max<int64_t>(0, T - L); t < T; ++t) {
-    const int64_t slot = (m + t) % L;
-    parts.da[slot * H + h] = dA[slot];
-    std::copy_n(xdt + slot * Pp, P, parts.xdt + (slot * H + h) * P);
-  }
-}
+// Scratch rows padded to eight floats (whole registers: a multiple of four is all the kernels need).
+const SsmScanKernels kSsmScanKernels = {8, DotAll, Scale, Outputs, Fold};
 
 }  // namespace llamay::kernels::neon
 #endif  // __aarch64__
