@@ -2,9 +2,10 @@
 # `llamay model synth`: files of a given shape in every weight type llamay quantises to, byte-identical on
 # every run (both engines of a side-by-side benchmark load the same file), each one loadable; a type or a
 # shape it cannot write is the user's error (exit 2).
-# Usage: cli_synth.sh LLAMAY_BINARY
+# Usage: cli_synth.sh LLAMAY_BINARY SHARED_DIR
 set -euo pipefail
 bin=$1
+shared=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 shape=(--vocab 300 --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256)
@@ -21,6 +22,24 @@ if cmp -s "$dir/seed7.gguf" "$dir/peer-q8_0.gguf"; then echo "--seed changed not
 "$bin" model synth --type q8_0 --shape hybrid --vocab 300 --dim 256 --layers 4 --heads 4 --kv-heads 2 --ffn 256 \
   -o "$dir/hybrid.gguf" >/dev/null
 "$bin" run -m "$dir/hybrid.gguf" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "the hybrid file does not run"; exit 1; }
+# Without --vocab: LLaMA's SentencePiece vocabulary from ../shared (about a token a word); --tokenizer bytes:
+# the byte vocabulary (28 tokens for "The quick brown fox": a byte each, and 3 for each SentencePiece space).
+tiny=(--dim 64 --layers 1 --heads 2 --kv-heads 1 --ffn 64)
+"$bin" model synth --type f32 "${tiny[@]}" -o "$dir/llama.gguf" >"$dir/llama.txt"
+grep -q "tokenizer of ggml-vocab-llama-spm.gguf: 32000 tokens" "$dir/llama.txt" || { echo "no LLaMA vocabulary:"; cat "$dir/llama.txt"; exit 1; }
+"$bin" model synth --type f32 "${tiny[@]}" --tokenizer bytes -o "$dir/bytes.gguf" >/dev/null
+quick=$("$bin" tokenize -m "$dir/llama.gguf" --no-bos -p "The quick brown fox")
+[ "$quick" = "$("$bin" tokenize -m "$shared/ref/vocab/ggml-vocab-llama-spm.gguf" --no-bos -p "The quick brown fox")" ] ||
+  { echo "the synthetic model tokenizes otherwise than its vocabulary: $quick"; exit 1; }
+n_llama=$(echo "$quick" | tr ',' '\n' | wc -l)
+n_bytes=$("$bin" tokenize -m "$dir/bytes.gguf" --no-bos -p "The quick brown fox" | tr ',' '\n' | wc -l)
+[ "$n_llama" -le 5 ] && [ "$n_bytes" -eq 28 ] || { echo "tokens: $n_llama with LLaMA's vocabulary, $n_bytes with bytes"; exit 1; }
+"$bin" run -m "$dir/llama.gguf" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "the LLaMA-vocabulary file does not run"; exit 1; }
+set +e
+"$bin" model synth --type f32 "${tiny[@]}" --tokenizer "$dir/missing.gguf" -o "$dir/bad.gguf" >/dev/null 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && [ ! -e "$dir/bad.gguf" ] || { echo "a missing --tokenizer file: exit $rc, want 2 and no file"; exit 1; }
 small="--vocab 300 --layers 2 --heads 4 --kv-heads 2 --ffn 256"
 for args in "--type iq2_xxs --dim 256" "--type bogus --dim 256" "--shape bogus --dim 256" "--type q4_K --dim 64"; do
   set +e
