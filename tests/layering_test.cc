@@ -58,11 +58,11 @@ const std::map<std::string, std::set<std::string>> kCliAllowed = {
     {"serve_command.cc", {"base", "engine", "kernels", "server"}},
     // Tools below the engine by design: the state engine's synthetic demo and a snapshot file's header
     // (ctx demo|inspect), the store's files (ctx push|pull), the vocabulary alone (tokenize), model files
-    // (model demo|synth), and the model-level benchmark (llamay bench, like llama-bench).
+    // (model demo|synth; synth copies the tokenizer of another GGUF), and the model-level benchmark (llamay bench, like llama-bench).
     {"ctx_commands.cc", {"base", "kv", "llamay"}},
     {"ctx_store_commands.cc", {"base", "engine", "kv"}},
     {"tokenize_command.cc", {"gguf", "model", "tokenizer"}},
-    {"synth_command.cc", {"base", "kernels", "model"}},
+    {"synth_command.cc", {"base", "gguf", "kernels", "model"}},
     {"synth_command.h", {"base"}},
     {"bench_command.cc", {"kernels", "kv", "model"}},
     {"bench_memory.h", {"gguf"}},

@@ -14,7 +14,6 @@
 #include "model/demo_model.h"
 #include "model/model.h"
 #include "model/model_test_util.h"
-#include "tokenizer/tokenizer.h"
 
 namespace llamay::model {
 namespace {
@@ -247,9 +246,10 @@ TEST(SyntheticModel, RefusesAQwen35ShapeThatDoesNotFit) {
   EXPECT_EQ(BuildSyntheticModel(s).status().code(), StatusCode::kInvalidArgument);
 }
 
-// A tokenizer file gives the model its vocabulary: LLaMA's SentencePiece one (what `model synth` takes by
-// default) tokenizes as the file it came from does, a few tokens a word instead of the byte vocabulary's
-// seven, and the model's rows follow its size.
+// A tokenizer file gives the model its vocabulary: every tokenizer.ggml.* key of LLaMA's SentencePiece
+// vocabulary (what `model synth` takes by default) is copied as it is, the model's rows follow its size, and
+// the model runs. (That the copy tokenizes as its file does, a few tokens a word where the byte vocabulary
+// takes seven, is tests/cli_synth.sh's: model/ does not see the tokenizer.)
 TEST(SyntheticModel, ATokenizerFileGivesTheModelItsVocabulary) {
   auto vocab = gguf::File::Open(std::string(LLAMAY_SHARED_DIR) + "/ref/vocab/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
@@ -266,24 +266,39 @@ TEST(SyntheticModel, ATokenizerFileGivesTheModelItsVocabulary) {
   auto file = gguf::File::FromBuffer(std::move(*bytes));
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_NE(file->GetStringOr("tokenizer.chat_template", "").find("<|im_start|>"), std::string::npos);
-  auto ours = tokenizer::Tokenizer::FromGguf(*file);
-  auto theirs = tokenizer::Tokenizer::FromGguf(*vocab);
-  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
-  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
-  for (const char* text : {"The quick brown fox jumps over the lazy dog.", "  Tabs\tand\nnewlines, <s> and 日本語"}) {
-    auto a = (*ours)->Encode(text, true, true), b = (*theirs)->Encode(text, true, true);
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_EQ(*a, *b) << text;
+  size_t copied = 0;
+  for (std::string_view key : vocab->Keys()) {
+    if (!key.starts_with("tokenizer.ggml.")) continue;
+    SCOPED_TRACE(std::string(key));
+    ++copied;
+    ASSERT_TRUE(file->Has(key));
+    const gguf::ValueType type = *vocab->TypeOf(key);
+    if (type == gguf::ValueType::kArray) {
+      const gguf::ValueType elem = *vocab->ArrayElementType(key);
+      if (elem == gguf::ValueType::kString) {
+        EXPECT_EQ(*file->GetStringArray(key), *vocab->GetStringArray(key));
+      } else if (elem == gguf::ValueType::kFloat32) {
+        EXPECT_EQ(*file->GetFloatArray(key), *vocab->GetFloatArray(key));
+      } else {
+        EXPECT_EQ(*file->GetIntArray(key), *vocab->GetIntArray(key));
+      }
+    } else if (type == gguf::ValueType::kString) {
+      EXPECT_EQ(*file->GetString(key), *vocab->GetString(key));
+    } else if (type == gguf::ValueType::kBool) {
+      EXPECT_EQ(*file->GetBool(key), *vocab->GetBool(key));
+    } else {
+      EXPECT_EQ(*file->GetInt(key), *vocab->GetInt(key));
+    }
   }
-  auto fox = (*ours)->Encode("The quick brown fox jumps over the lazy dog.", false, false);
-  ASSERT_TRUE(fox.ok());
-  EXPECT_LE(fox->size(), 14u);  // 9 words and a full stop; the byte vocabulary takes 44
+  EXPECT_GE(copied, 6u);  // model, tokens, scores, token_type and the special ids at least
+  EXPECT_EQ(*file->ArrayLength("tokenizer.ggml.tokens"), 32000u);
   auto model = Model::FromFile(std::move(*file), 1);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->hparams().n_vocab, 32000u);
   auto cache = test_util::NewCache(**model);
   kv::Context ctx = cache->NewContext();
-  model::SeqInput in{&ctx, std::span(*fox), false};
+  const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 29916};  // <s> The quick brown fox
+  model::SeqInput in{&ctx, std::span(prompt), false};
   std::vector<float> logits;
   ASSERT_TRUE((*model)->Forward(std::span(&in, 1), &logits).ok());
   EXPECT_EQ(logits.size(), 32000u);
