@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/grammar_constraint.h"
 #include "engine/reasoning_budget.h"
 #include "grammar/json_schema.h"
@@ -28,16 +29,7 @@ std::unique_ptr<Engine> MakeEngine() {
 }
 
 Request Make(const std::string& prompt_text, const Engine& e, int max_tokens, float temperature = 0, uint64_t seed = 1) {
-  Request r;
-  auto p = e.tokenizer().Encode(prompt_text, true, false);
-  EXPECT_TRUE(p.ok());
-  r.prompt = *p;
-  r.sampling.temperature = temperature;
-  r.sampling.repeat_penalty = 1.0f;
-  r.sampling.seed = seed;
-  r.sampling.has_seed = true;
-  r.max_tokens = max_tokens;
-  return r;
+  return test_util::TextRequest(e, prompt_text, max_tokens, temperature, seed);
 }
 
 std::string Pieces(const Engine& e, const std::vector<int32_t>& tokens) {

@@ -12,6 +12,7 @@
 
 #include "engine/draft.h"
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/grammar_constraint.h"
 #include "grammar/json_schema.h"
 #include "model/demo_model.h"
@@ -102,15 +103,7 @@ void ExpectSame(const Outcome& plain, const Outcome& spec, const std::string& wh
 }
 
 Request Make(const Engine& e, const std::string& text, int max_tokens, float temperature, uint64_t seed) {
-  Request r;
-  auto p = e.tokenizer().Encode(text, true, false);
-  EXPECT_TRUE(p.ok());
-  r.prompt = *p;
-  r.sampling.temperature = temperature;
-  r.sampling.repeat_penalty = 1.0f;
-  r.sampling.seed = seed;
-  r.sampling.has_seed = true;
-  r.max_tokens = max_tokens;
+  Request r = test_util::TextRequest(e, text, max_tokens, temperature, seed);
   r.ignore_eos = true;
   return r;
 }
