@@ -10,7 +10,13 @@ system prompt, apart from turns 2-10), the prompt tokens computed and taken from
 prefix tree's evictions, and the bytes of checkpoints and recurrent states (/v1/state's pool.bytes.states,
 sampled every 0.2 s: the peak, and at the end). Standard library only.
 
-Usage: bench/checkpoint_retention.py [-m MODEL] [--kv-memory 1024,384] [--policies value,last-use]
+With --stagger the same texts (agent_trace.py's system prompt, tool calls and results) arrive as agents do
+in a service: agent k starts in round k and then takes a turn every round until its --turns are done, so each
+round one new conversation needs the shared system prompt while the others add their turns' checkpoints.
+agent_trace.py itself runs its agents in lockstep (all first turns together), where every agent's newest
+checkpoint is also the most recently used and both policies keep what the next turn needs.
+
+Usage: bench/checkpoint_retention.py [-m MODEL] [--kv-memory 1024,384] [--policies value,last-use] [--stagger]
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, threading, time, urllib.request
 
@@ -18,7 +24,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHARED = os.path.join(ROOT, "..", "shared")
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(SHARED, "bench"))
+import agent_trace  # noqa: E402  (the trace's texts and its streaming client)
 from bench_util import free_port  # noqa: E402
+
+
+def staggered(a, base):
+    """Agent k (0-based) starts in round k and takes one turn a round; returns agent_trace-shaped records."""
+    class Args:
+        seed, system_words, result_words, agents, turns = 7, agent_trace.SYSTEM_WORDS, agent_trace.RESULT_WORDS, a.agents, a.turns
+    _, prompts = agent_trace.build_prompts(Args)
+    srv = agent_trace.Server(base, 900.0)
+    records = []
+    for rnd in range(a.agents + a.turns - 1):
+        for ag in range(a.agents):
+            t = rnd - ag
+            if 0 <= t < a.turns:
+                status, ttft, *_ = agent_trace.request(srv, "openai", prompts[ag][t], 8, "omit", True, None)
+                if status != 200:
+                    sys.exit(f"agent {ag + 1} turn {t + 1}: HTTP {status}")
+                records.append({"turn": t + 1, "agent": ag + 1, "ttft_ms": ttft * 1000.0})
+    return records
 
 
 def get(url):
@@ -71,23 +97,32 @@ def run_one(a, model, kv_mib, policy, tmp):
         sampler.start()
         out = os.path.join(tmp, f"trace-{kv_mib}-{policy}.json")
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, os.path.join(SHARED, "bench", "agent_trace.py"), "--base", base,
-                        "--api", "openai", "--agents", str(a.agents), "--turns", str(a.turns), "--json", out],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if a.stagger:
+            recs = staggered(a, base)
+        else:
+            subprocess.run([sys.executable, os.path.join(SHARED, "bench", "agent_trace.py"), "--base", base,
+                            "--api", "openai", "--agents", str(a.agents), "--turns", str(a.turns), "--json", out],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            recs = json.load(open(out))["requests"]
         wall = time.perf_counter() - t0
         sampler.done.set()
         sampler.join()
         m = get(base + "/metrics")
         end_states = json.loads(get(base + "/v1/state"))["pool"]["bytes"]["states"]
-        recs = json.load(open(out))
-        recs = recs["requests"]
         later = [r["ttft_ms"] for r in recs if r["turn"] > 1 and r["ttft_ms"] is not None]
         first = [r["ttft_ms"] for r in recs if r["turn"] == 1 and r["ttft_ms"] is not None]
+        # A request that fails after its 200 (a stream that ends in an error: the budget too small for one
+        # request's own checkpoints) would pass for a fast one.
+        errors = sum(float(l.rsplit(" ", 1)[1]) for l in m.splitlines() if l.startswith("llamay_request_errors_total"))
+        if errors:
+            sys.exit(f"{kv_mib} MiB {policy}: {errors:.0f} requests failed (see {log.name}); give more --kv-memory")
         prompt = metric(m, "llamay_prompt_tokens_total") or 0
+        if prompt == 0:
+            sys.exit(f"{kv_mib} MiB {policy}: no request completed (see {log.name}); give more --kv-memory")
         cached = metric(m, "llamay_cached_prompt_tokens_total") or 0
         return {"kv_mib": kv_mib, "policy": policy, "wall_s": wall,
-                "ttft1_ms": statistics.median(first), "ttft_ms": statistics.median(later),
-                "ttft_p90_ms": statistics.quantiles(later, n=10)[-1] if len(later) > 1 else max(later), "computed": prompt - cached,
+                "ttft1_ms": statistics.median(first), "ttft_ms": statistics.median(later) if later else float("nan"),
+                "ttft_p90_ms": statistics.quantiles(later, n=10)[-1] if len(later) > 1 else max(later, default=float("nan")), "computed": prompt - cached,
                 "cached": cached, "evictions": metric(m, "llamay_prefix_tree_evictions_total") or 0,
                 "states_peak": sampler.peak, "states_end": end_states, "state_bytes": state_bytes}
     finally:
@@ -105,6 +140,7 @@ def main():
     ap.add_argument("--agents", type=int, default=4)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--stagger", action="store_true", help="agents arrive one a round (see above)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cp_retention_")
     model = a.model
@@ -119,7 +155,8 @@ def main():
             rows.append(r)
             print(f"# {kv} MiB {policy}: {json.dumps(r)}", file=sys.stderr, flush=True)
     mib = lambda b: f"{b / (1 << 20):.0f}"  # noqa: E731
-    print(f"model {os.path.basename(model)}, {a.agents} agents x {a.turns} turns, {a.threads} threads, "
+    print(f"model {os.path.basename(model)}, {a.agents} agents x {a.turns} turns"
+          f"{' (staggered)' if a.stagger else ' (agent_trace.py)'}, {a.threads} threads, "
           f"one state {mib(rows[0]['state_bytes'])} MiB")
     print("| KV budget | retention | wall s | TTFT turn 1 ms | median TTFT turns 2+ ms | p90 ms | prompt tokens "
           "computed | cached | evictions | states+checkpoints peak MiB | at the end MiB |")
