@@ -289,9 +289,12 @@ void RegisterContextRoutes(Server& server, httplib::Server& http) {
   http.Get("/v1/contexts", [s](const httplib::Request&, httplib::Response& res) { List(*s, res); });
   http.Post("/v1/contexts/restore", [s](const httplib::Request& req, httplib::Response& res,
                                          const httplib::ContentReader& reader) { Restore(*s, req, res, reader); });
-  // Fork takes no body (curl -X POST sends none, not even a Content-Length).
+  // Fork takes no body (curl -X POST sends none, not even a Content-Length); one that comes is read and
+  // dropped: left unread, its bytes would be read as the connection's next request.
   http.Post(R"(/v1/contexts/([^/]+)/fork)",
-            [s](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader&) {
+            [s](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+              if (!ReadBodyPieces(req, res, reader, size_t{1} << 20, [](const char*, size_t) { return true; }))
+                return;
               Fork(*s, req, res, req.matches[1]);
             });
   PostWithBody(http, R"(/v1/contexts/([^/]+)/push)", size_t{1} << 20,

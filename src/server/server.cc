@@ -257,6 +257,34 @@ bool Server::Authorized(const httplib::Request& req, httplib::Response& res) {
   return false;
 }
 
+namespace {
+
+// See Refused: a path no route of the API has (a NUL in it).
+const std::string kRefusedPath = std::string("/\0refused", 9);
+
+bool HasBody(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// A refusal written by the pre-routing handler (shutdown, Origin, API key) ends the request before the HTTP
+// library reads its body, and httplib keeps the connection: the unread body would be parsed as the
+// connection's next request, one that never passed these checks (a page elsewhere could have a browser
+// POST a body that is itself a DELETE; found by fuzz/route_fuzz.cc). So a refused request that has a body is
+// routed, its refusal already in the response, to a route that lets the library read the body (and drop
+// it) first; one without a body ends here.
+httplib::Server::HandlerResponse Refused(const httplib::Request& req) {
+  if (!HasBody(req)) return httplib::Server::HandlerResponse::Handled;
+  // The request object is the library's own (not const there); only its path changes, before routing, and
+  // a DELETE's method: httplib reads a DELETE's body only with a Content-Length, a POST's chunked too.
+  auto& r = const_cast<httplib::Request&>(req);
+  r.path = kRefusedPath;
+  if (r.method == "DELETE") r.method = "POST";
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+}  // namespace
+
 void Server::Routes() {
   httplib::Server& h = *http_;
   h.set_payload_max_length(options_.max_body_bytes);
@@ -271,7 +299,7 @@ void Server::Routes() {
     if (shutting_down_) {  // a request on a connection that was open when the shutdown began
       res.set_header("Connection", "close");
       SendError(res, 503, "the server is shutting down", "server_shutting_down");
-      return httplib::Server::HandlerResponse::Handled;
+      return Refused(req);
     }
     // A browser sends Origin with every cross-site POST and DELETE, and a page elsewhere must not drive
     // this one (clients that are not browsers send no Origin).
@@ -279,12 +307,25 @@ void Server::Routes() {
       SendError(res, 403,
                 "cross-origin request refused: Origin " + req.get_header_value("Origin") + " is not this server",
                 "forbidden_origin");
-      return httplib::Server::HandlerResponse::Handled;
+      return Refused(req);
+    }
+    // httplib would leave a chunked DELETE's body unread (see Refused); no route takes a body there.
+    if (req.method == "DELETE" && req.has_header("Transfer-Encoding")) {
+      SendError(res, 400, "a DELETE request's body must come with a Content-Length (no route reads one)");
+      return Refused(req);
     }
     // The page's own files load without the key (the page asks for it, and sends it on its API calls).
     if (req.path == "/health" || IsWebUiFile(*this, req)) return httplib::Server::HandlerResponse::Unhandled;
-    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : Refused(req);
   });
+  // Where a refused request with a body goes to have its body read (see Refused), its refusal already in
+  // the response. (A client that names this path itself, percent-encoded, gets a 404.)
+  auto keep_refusal = [](const httplib::Request&, httplib::Response& res) {
+    if (res.status < 400) SendError(res, 404, "no route");
+  };
+  h.Post(kRefusedPath, keep_refusal);
+  h.Put(kRefusedPath, keep_refusal);
+  h.Patch(kRefusedPath, keep_refusal);
   h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an error object
     if (res.status == 404) return SendError(res, 404, "no route " + req.method + " " + req.path);
