@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of grammar_fuzz, toolcall_fuzz, template_fuzz, tokenizer_fuzz, store_fuzz and
-request_fuzz (fuzz/corpus/<name>, the target's name less "_fuzz").
+"""Writes the seed corpora of grammar_fuzz, toolcall_fuzz, template_fuzz, tokenizer_fuzz, store_fuzz,
+request_fuzz and route_fuzz (fuzz/corpus/<name>, the target's name less "_fuzz").
 
 Usage: python3 fuzz/text_seeds.py   (from anywhere; it replaces the files in those folders)
 
 The input layouts are those of fuzz/grammar_fuzz.cc, fuzz/toolcall_fuzz.cc, fuzz/template_fuzz.cc,
-fuzz/tokenizer_fuzz.cc, fuzz/store_fuzz.cc and fuzz/request_fuzz.cc (see their headers and
+fuzz/tokenizer_fuzz.cc, fuzz/store_fuzz.cc, fuzz/request_fuzz.cc and fuzz/route_fuzz.cc (see their headers and
 docs/fuzzing.md). The token choices and piece sizes come from a fixed-seed generator: the same files
 every time.
 """
@@ -454,6 +454,160 @@ def request_seeds():
                                      b'{"name": "f", "description": "\\udc00"}}]}')
 
 
+
+# ---- route_fuzz: route byte, two flag bytes, EXTRA, NUL, query, NUL, body ------------------------------
+# Byte 1: bits 0-1 the path's id (0 live context A, 1 its fork B, 2 the stored response, 3 EXTRA), bits 2-4
+# the Content-Type (0 JSON, 1 none, 4 multipart, 5 octet-stream, 7 EXTRA), 0x20 Accept: text/event-stream,
+# 0x40 Last-Event-ID: EXTRA, 0x80 chunked. Byte 2: bits 0-2 the method (0 the route's, 3 GET, 4 POST,
+# 5 DELETE, 6 HEAD, 7 PUT), bits 3-4 Origin (1 own, 2 foreign), 0x20 gzip, 0x40 If-None-Match, 0x80 past the
+# body limit. "$0", "$1", "$R" name the live ids. Route numbers are fuzz/route_fuzz.cc's FixedRoutes().
+
+ROUTE = os.path.join(ROOT, 'fuzz/corpus/route')
+ROUTE_MAX_LEN = 8192
+R_HEALTH, R_MODELS, R_COMPLETIONS, R_CHAT, R_MESSAGES, R_COUNT, R_RESPONSES, R_INPUT_TOKENS = range(8)
+R_GET_RESPONSE, R_DELETE_RESPONSE, R_METRICS, R_STATE, R_PAGES, R_EVENTS, R_CREATE, R_LIST = range(8, 16)
+R_RESTORE, R_FORK, R_PUSH, R_STORED, R_SNAPSHOT, R_DELETE, R_VERSION, R_TAGS, R_PS, R_SHOW = range(16, 26)
+R_OLLAMA_CHAT, R_GENERATE, R_RESTORE_EDITED, R_PAGE, R_ANY_PATH, R_FIRST_FILE = range(26, 32)
+ID_A, ID_B, ID_RESPONSE, ID_EXTRA = 0, 1, 2, 3
+CT_NONE, CT_MULTIPART, CT_OCTET = 1 << 2, 4 << 2, 5 << 2
+SSE, LAST_EVENT_ID, CHUNKED = 0x20, 0x40, 0x80
+M_GET, M_POST, M_DELETE, M_HEAD, M_PUT = 3, 4, 5, 6, 7
+ORIGIN_OWN, ORIGIN_FOREIGN, GZIP, IF_NONE_MATCH, OVERSIZED = 1 << 3, 2 << 3, 0x20, 0x40, 0x80
+USER = [{"role": "user", "content": "Hello there"}]
+WEATHER_TOOL = {"type": "function", "function": {"name": "weather", "description": "The weather in a city",
+                                                 "parameters": {"type": "object", "properties": {
+                                                     "city": {"type": "string", "maxLength": 8}},
+                                                     "required": ["city"]}}}
+
+
+def route_seed(route, body=b'', f1=0, f2=0, extra=b'', query=b''):
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    return bytes([route, f1, f2]) + extra + b'\0' + query + b'\0' + body
+
+
+ROUTE_SEEDS = {
+    'health': route_seed(R_HEALTH),
+    'models': route_seed(R_MODELS),
+    'completion': route_seed(R_COMPLETIONS, {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}),
+    'completion_stream_logprobs': route_seed(R_COMPLETIONS, {
+        "prompt": "abc", "max_tokens": 3, "stream": True, "logprobs": 2, "echo": False, "seed": 7,
+        "stream_options": {"include_usage": True}}, f1=SSE),
+    'completion_tokens_n': route_seed(R_COMPLETIONS, {"prompt": [1, 70, 71, 72], "n": 3, "max_tokens": 2,
+                                                      "stop": ["\n"]}),
+    'completion_session_echo': route_seed(R_COMPLETIONS, {"prompt": " more", "llamay_session": "$1",
+                                                          "max_tokens": 2, "echo": True, "logprobs": 1}),
+    'completion_grammar_long': route_seed(R_COMPLETIONS, {"prompt": "x", "max_tokens": 100000,
+                                                          "grammar": 'root ::= [a-z]+ "."'}),
+    'chat': route_seed(R_CHAT, {"messages": [{"role": "system", "content": "Be brief."}] + USER, "max_tokens": 4,
+                                "temperature": 0.7, "top_p": 0.9, "top_k": 40, "repetition_penalty": 1.1}),
+    'chat_stream_usage': route_seed(R_CHAT, {"messages": USER, "stream": True, "stream_options": {"include_usage": True},
+                                            "logprobs": True, "top_logprobs": 2}, f1=SSE),
+    'chat_tools': route_seed(R_CHAT, {"messages": USER, "tools": [WEATHER_TOOL], "tool_choice": "required",
+                                      "max_tokens": 24, "parallel_tool_calls": False}),
+    'chat_schema': route_seed(R_CHAT, {"messages": USER, "max_tokens": 12, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object", "properties": {
+            "t": {"type": "number"}}, "required": ["t"]}}}}),
+    'chat_session_cache_key': route_seed(R_CHAT, {"messages": USER + [{"role": "assistant", "content": "Hi",
+                                                                       "reasoning_content": "greet"}],
+                                                  "llamay_session": "$0", "prompt_cache_key": "k1",
+                                                  "reasoning_effort": "low", "max_completion_tokens": 3}),
+    'chat_multipart': route_seed(R_CHAT, {"messages": USER, "max_tokens": 1}, f1=CT_MULTIPART),
+    'chat_chunked': route_seed(R_CHAT, {"messages": USER, "max_tokens": 1}, f1=CHUNKED | CT_NONE),
+    'chat_oversized': route_seed(R_CHAT, {"messages": USER}, f2=OVERSIZED),
+    'chat_foreign_origin': route_seed(R_CHAT, {"messages": USER}, f2=ORIGIN_FOREIGN),
+    'chat_wrong_types': route_seed(R_CHAT, {"messages": [{"role": "robot", "content": 3}], "n": 65, "stop": [1],
+                                            "max_tokens": "4"}),
+    'messages': route_seed(R_MESSAGES, {"model": "m", "max_tokens": 4, "system": "be brief", "messages": USER}),
+    'messages_stream_thinking': route_seed(R_MESSAGES, {
+        "model": "m", "max_tokens": 8, "stream": True, "thinking": {"type": "enabled", "budget_tokens": 4},
+        "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]}]}, f1=SSE),
+    'messages_tools': route_seed(R_MESSAGES, {
+        "model": "m", "max_tokens": 16, "tool_choice": {"type": "any"},
+        "tools": [{"name": "read", "description": "Read a file", "input_schema": {
+            "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}],
+        "messages": [{"role": "user", "content": "read a"},
+                     {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read",
+                                                        "input": {"path": "a"}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                   "content": "text"}]}]}),
+    'messages_not_json': route_seed(R_MESSAGES, b'{"model": "m", "messages": ['),
+    'count_tokens': route_seed(R_COUNT, {"model": "m", "system": "s", "messages": USER}),
+    'responses': route_seed(R_RESPONSES, {"model": "m", "instructions": "Be brief.", "input": "hello there",
+                                          "max_output_tokens": 4, "temperature": 0}),
+    'responses_stream_previous': route_seed(R_RESPONSES, {"input": [{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "and then?"}]}], "previous_response_id": "$R", "stream": True,
+        "max_output_tokens": 3}, f1=SSE),
+    'responses_tools_nostore': route_seed(R_RESPONSES, {
+        "input": "weather in Oslo?", "store": False, "max_output_tokens": 20, "tool_choice": "auto",
+        "tools": [{"type": "function", "name": "weather", "parameters": WEATHER_TOOL["function"]["parameters"]},
+                  {"type": "custom", "name": "patch"}], "reasoning": {"effort": "low"},
+        "text": {"format": {"type": "json_object"}}}),
+    'responses_previous_unknown': route_seed(R_RESPONSES, {"input": "x", "previous_response_id": "resp_999999"}),
+    'input_tokens': route_seed(R_INPUT_TOKENS, {"input": "count these words please", "instructions": "x"}),
+    'get_response': route_seed(R_GET_RESPONSE, f1=ID_RESPONSE),
+    'get_response_unknown': route_seed(R_GET_RESPONSE, f1=ID_EXTRA, extra=b'resp_0'),
+    'delete_response': route_seed(R_DELETE_RESPONSE, f1=ID_RESPONSE),
+    'metrics': route_seed(R_METRICS),
+    'state': route_seed(R_STATE),
+    'pages_fork': route_seed(R_PAGES, f1=ID_B),
+    'pages_response': route_seed(R_PAGES, f1=ID_RESPONSE),
+    'pages_unknown': route_seed(R_PAGES, f1=ID_EXTRA, extra=b'ctx_0'),
+    'events': route_seed(R_EVENTS, f1=SSE),
+    'events_resume': route_seed(R_EVENTS, f1=SSE | LAST_EVENT_ID, extra=b'1'),
+    'events_resume_query': route_seed(R_EVENTS, query=b'last_event_id=99999999999999999999'),
+    'create_prompt': route_seed(R_CREATE, {"prompt": "A context of its own", "llamay_retain_prefix": True}),
+    'create_messages_tools': route_seed(R_CREATE, {"messages": USER, "tools": [WEATHER_TOOL]}),
+    'create_empty': route_seed(R_CREATE),
+    'create_bad': route_seed(R_CREATE, {"prompt": ["not", "a", "string"], "llamay_retain_prefix": "yes"}),
+    'list': route_seed(R_LIST),
+    'restore_junk': route_seed(R_RESTORE, b'LLAMAYCTX\x01\x00\x00\x00junk', f1=CT_OCTET),
+    'restore_by_name': route_seed(R_RESTORE, {"name": "snap1"}),
+    'fork_two': route_seed(R_FORK, f1=ID_A, query=b'n=2'),
+    'fork_bad_n': route_seed(R_FORK, f1=ID_B, query=b'n=0'),
+    'fork_unknown': route_seed(R_FORK, f1=ID_EXTRA, extra=b'ctx_unknown'),
+    'push': route_seed(R_PUSH, {"name": "snap1"}, f1=ID_A),
+    'push_bad_name': route_seed(R_PUSH, {"name": "a/b"}, f1=ID_B),
+    'stored_snapshots': route_seed(R_STORED),
+    'snapshot': route_seed(R_SNAPSHOT, f1=ID_B),
+    'snapshot_f32': route_seed(R_SNAPSHOT, f1=ID_A, query=b'precision=f32'),
+    'snapshot_bad_precision': route_seed(R_SNAPSHOT, f1=ID_A, query=b'precision=q4'),
+    'snapshot_unknown': route_seed(R_SNAPSHOT, f1=ID_EXTRA, extra=b'resp_0'),
+    'delete_fork': route_seed(R_DELETE, f1=ID_B),
+    'delete_unknown': route_seed(R_DELETE, f1=ID_EXTRA, extra=b'ctx 1/../x'),
+    'ollama_version': route_seed(R_VERSION),
+    'ollama_tags': route_seed(R_TAGS),
+    'ollama_ps': route_seed(R_PS),
+    'ollama_show': route_seed(R_SHOW, {"model": "llamay-demo"}),
+    'ollama_chat': route_seed(R_OLLAMA_CHAT, {"model": "m", "messages": USER, "stream": False,
+                                              "options": {"temperature": 0, "num_predict": 4}}),
+    'ollama_chat_stream_tools': route_seed(R_OLLAMA_CHAT, {"model": "m", "messages": USER, "tools": [WEATHER_TOOL],
+                                                           "think": True, "options": {"num_predict": 6}}),
+    'ollama_chat_empty': route_seed(R_OLLAMA_CHAT, {"model": "m", "messages": []}),
+    'ollama_generate': route_seed(R_GENERATE, {"model": "m", "prompt": "Why?", "system": "short",
+                                               "options": {"num_predict": 3, "seed": 1, "stop": ["."]}}),
+    'ollama_generate_raw': route_seed(R_GENERATE, {"model": "m", "prompt": "abc", "raw": True, "stream": False,
+                                                   "options": {"num_predict": 2}}),
+    'ollama_generate_images': route_seed(R_GENERATE, {"model": "m", "prompt": "x", "images": ["aGk="]}),
+    'restore_edited_whole': route_seed(R_RESTORE_EDITED, f1=CT_OCTET),
+    'restore_edited_cut': route_seed(R_RESTORE_EDITED, b'\x80\x00', f1=CT_OCTET),
+    'restore_edited_flips': route_seed(R_RESTORE_EDITED, b'\x00\x00' + b'\x00\x10\x01' + b'\x40\x00\x80'
+                                       + b'\xff\xf0\x04', f1=CT_OCTET),
+    'page': route_seed(R_PAGE, f2=GZIP),
+    'page_head_etag': route_seed(R_PAGE, f2=M_HEAD | IF_NONE_MATCH),
+    'any_path': route_seed(R_ANY_PATH, extra=b'v1/nothing/here'),
+    'any_path_post': route_seed(R_ANY_PATH, {"x": 1}, f2=M_POST, extra=b'api/pull'),
+    'method_mismatch': route_seed(R_MESSAGES, {"messages": USER}, f2=M_PUT),
+    'first_file': route_seed(R_FIRST_FILE),
+}
+
+
+def route_seeds():
+    clear(ROUTE)
+    for name, data in sorted(ROUTE_SEEDS.items()):
+        write(ROUTE, name, data, ROUTE_MAX_LEN)
+
 if __name__ == '__main__':
     grammar_seeds()
     toolcall_seeds()
@@ -464,3 +618,4 @@ if __name__ == '__main__':
     tokenizer_seeds()
     store_seeds()
     request_seeds()
+    route_seeds()

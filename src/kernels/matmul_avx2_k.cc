@@ -487,7 +487,9 @@ struct K16Kernel {
         for (int r = 0; r < R; ++r) {
           Tr::Unpack(*blk[r], h, q[r]);
           // The scales of sub-blocks 8h..8h+7 in both lanes; register k takes words 2k (low lane) and 2k+1.
-          const __m256i sh = _mm256_permute2x128_si256(scales16[r], scales16[r], h == 0 ? 0x00 : 0x11);
+          // (Two calls: the selector must be a constant expression for clang.)
+          const __m256i sh = h == 0 ? _mm256_permute2x128_si256(scales16[r], scales16[r], 0x00)
+                                    : _mm256_permute2x128_si256(scales16[r], scales16[r], 0x11);
           for (int k = 0; k < 4; ++k) {
             const __m256i mask =
                 _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((4 * k) | ((4 * k + 1) << 8))),

@@ -372,7 +372,8 @@ Result<json> ContextPagesJson(Server& server, const std::string& id) {
   Holders holders;
   holders.tree = std::move(tree);
   std::optional<kv::ContextView> parent_view;
-  for (const auto& [other, h] : map) {
+  for (const auto& [other_id, h] : map) {
+    const std::string& other = other_id;  // a lambda below captures it: clang 14 cannot capture a binding
     if (other == id || h.busy || !h.context.valid()) continue;
     kv::ContextView v = h.context.Inspect();
     auto note = [&](const kv::PageView& p) {
