@@ -70,6 +70,14 @@ test('a fork made through the API appears in the tree within 2 s, with the share
   assert.deepEqual(cells, pages.groups.map((g) => [...Array(g.first_page ?? 0).fill(0), ...g.pages.map((p) => p.refs)]));
   await page().hover('#strip-body .cell');
   assert.match(await page().textContent('#strip-hover'), new RegExp(parent.id));
+  // A live update redraws the strip under the pointer (here another holder of the child's pages): the hover
+  // text stays, now naming the new holder too.
+  const refs = await page().getAttribute('#strip-body .cell', 'data-refs');
+  const again = (await api(server.url, `/v1/contexts/${child}/fork?n=1`, { method: 'POST' })).json.branches[0].id;
+  await until('the strip redrawn', async () => (await page().getAttribute('#strip-body .cell', 'data-refs')) !== refs);
+  const hover = await page().textContent('#strip-hover');
+  assert.match(hover, new RegExp(parent.id));
+  assert.match(hover, new RegExp(again));
   assert.deepEqual(ui.record.errors, []);
 });
 

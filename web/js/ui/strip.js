@@ -6,11 +6,21 @@ import { $, changed, fill, h, s } from '../dom.js';
 import { REF_LEGEND, stripCounts } from '../lib/pages.js';
 import { fmtInt } from '../lib/format.js';
 
+// The cell under the pointer ({ id, group, index }): a strip redrawn by a live update keeps saying who
+// holds it, rather than going back to the hint while the pointer has not moved.
+let hovered = null;
+
+function hoverText(m) {
+  if (!m || !hovered || hovered.id !== m.id) return null;
+  const g = m.groups.find((x) => x.label === hovered.group);
+  return g?.cells.find((c) => c.index === hovered.index)?.title ?? null;
+}
+
 export function renderStrip(app) {
   const m = app.strip;
   if (!changed('strip', m, app.selected)) return;
   $('#strip-id').textContent = app.selected ?? '—';
-  $('#strip-hover').textContent = 'Hover a page to see who else holds it.';
+  $('#strip-hover').textContent = hoverText(m) ?? 'Hover a page to see who else holds it.';
   if (!m || m.id !== app.selected) {
     $('#strip-sum').textContent = '';
     fill($('#strip-body'), h('p', { class: 'muted' }, app.selected ? 'loading…' : 'Select a context.'));
@@ -25,7 +35,10 @@ export function renderStrip(app) {
       h('div', { class: 'cells' }, g.cells.map((c) => [
         c.index === g.divergence ? h('span', { class: 'divergence', title: `diverges from the parent at page ${c.index}` }) : null,
         h('span', { class: `cell ${c.cls}${c.diverged ? ' diverged' : ''}`, title: c.title, data: { refs: c.refs, index: c.index },
-          onmouseenter: () => ($('#strip-hover').textContent = c.title) }),
+          onmouseenter: () => {
+            hovered = { id: m.id, group: g.label, index: c.index };
+            $('#strip-hover').textContent = c.title;
+          } }),
       ]), g.hidden > 0 ? h('span', { class: 'muted' }, ` … ${g.hidden} more`) : null))),
     m.recurrent ? recurrentLine(m.recurrent) : null,
     m.groups.length === 0 && !m.recurrent ? h('p', { class: 'muted' }, 'No pages yet.') : null);
