@@ -34,6 +34,9 @@ namespace {
 // malformed request line or an oversized URI itself, without routing it).
 thread_local std::chrono::steady_clock::time_point t_arrival{};
 thread_local bool t_routed = false;
+// The status of a refusal sent on to have its body read (Refused), 0 otherwise: the library may set another
+// (a 400 for a multipart body it cannot parse) while it reads the body, and the refusal is what is answered.
+thread_local int t_refused = 0;
 }  // namespace
 
 std::chrono::steady_clock::time_point Server::RequestArrival() {
@@ -273,8 +276,9 @@ bool HasBody(const httplib::Request& req) {
 // POST a body that is itself a DELETE; found by fuzz/route_fuzz.cc). So a refused request that has a body is
 // routed, its refusal already in the response, to a route that lets the library read the body (and drop
 // it) first; one without a body ends here.
-httplib::Server::HandlerResponse Refused(const httplib::Request& req) {
+httplib::Server::HandlerResponse Refused(const httplib::Request& req, const httplib::Response& res) {
   if (!HasBody(req)) return httplib::Server::HandlerResponse::Handled;
+  t_refused = res.status;
   // The request object is the library's own (not const there); only its path changes, before routing, and
   // a DELETE's method: httplib reads a DELETE's body only with a Content-Length, a POST's chunked too.
   auto& r = const_cast<httplib::Request&>(req);
@@ -296,10 +300,11 @@ void Server::Routes() {
     ++metrics_.requests;
     t_arrival = std::chrono::steady_clock::now();
     t_routed = true;
+    t_refused = 0;
     if (shutting_down_) {  // a request on a connection that was open when the shutdown began
       res.set_header("Connection", "close");
       SendError(res, 503, "the server is shutting down", "server_shutting_down");
-      return Refused(req);
+      return Refused(req, res);
     }
     // A browser sends Origin with every cross-site POST and DELETE, and a page elsewhere must not drive
     // this one (clients that are not browsers send no Origin).
@@ -307,16 +312,16 @@ void Server::Routes() {
       SendError(res, 403,
                 "cross-origin request refused: Origin " + req.get_header_value("Origin") + " is not this server",
                 "forbidden_origin");
-      return Refused(req);
+      return Refused(req, res);
     }
     // httplib would leave a chunked DELETE's body unread (see Refused); no route takes a body there.
     if (req.method == "DELETE" && req.has_header("Transfer-Encoding")) {
       SendError(res, 400, "a DELETE request's body must come with a Content-Length (no route reads one)");
-      return Refused(req);
+      return Refused(req, res);
     }
     // The page's own files load without the key (the page asks for it, and sends it on its API calls).
     if (req.path == "/health" || IsWebUiFile(*this, req)) return httplib::Server::HandlerResponse::Unhandled;
-    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : Refused(req);
+    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : Refused(req, res);
   });
   // Where a refused request with a body goes to have its body read (see Refused), its refusal already in
   // the response. (A client that names this path itself, percent-encoded, gets a 404.)
@@ -327,6 +332,10 @@ void Server::Routes() {
   h.Put(kRefusedPath, keep_refusal);
   h.Patch(kRefusedPath, keep_refusal);
   h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (t_refused != 0) {  // the refusal stands, whatever reading its body did
+      res.status = t_refused;
+      return;
+    }
     if (!res.body.empty()) return;  // a handler already wrote an error object
     if (res.status == 404) return SendError(res, 404, "no route " + req.method + " " + req.path);
     if (res.status == 413) return SendError(res, 413, "the request body exceeds the limit of " + std::to_string(options_.max_body_bytes) + " bytes");

@@ -320,6 +320,12 @@ TEST_F(WebUiTest, ARefusedRequestsBodyIsNeverTakenForAnotherRequest) {
         EXPECT_EQ(Statuses(answers), (std::vector<int>{403, 200})) << answers;
         EXPECT_NE(answers.find("forbidden_origin"), std::string::npos);
       }
+  // A body the library cannot parse (multipart without its boundary) while it reads it: still the refusal.
+  const std::string multipart = Exchange(
+      server_->port(), {"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\n"
+                        "Content-Type: multipart/form-data; boundary=llamay\r\nContent-Length: 1\r\n\r\n:",
+                        health});
+  EXPECT_EQ(Statuses(multipart), (std::vector<int>{403, 200})) << multipart;
   auto list = client_->Get("/v1/contexts");
   ASSERT_TRUE(list);
   EXPECT_NE(list->body.find(id), std::string::npos) << "the smuggled DELETE ran";
