@@ -25,6 +25,10 @@ const app = {
   chat: { compare: null, sending: 0, turns: new Set(), version: 0 }, // turns: contexts in a turn from this page
   live: null,
   status: 'connecting',
+  // Contexts this page made (created, forked, restored) that no state it has read lists yet: a /v1/state
+  // answer already on its way when the page made one does not know it, and must not take the selection
+  // away from it.
+  made: new Set(),
 };
 
 let frame = 0;
@@ -67,9 +71,11 @@ app.select = (id) => {
 };
 
 app.forked = (parent, children) => app.transcripts.fork(parent, children);
+app.madeHere = (...ids) => ids.forEach((id) => app.made.add(id));
 
 app.createContext = async (system) => {
   const ctx = await postJson('/v1/contexts', system ? { messages: [{ role: 'system', content: system }] } : {});
+  app.madeHere(ctx.id);
   app.reload();
   return ctx;
 };
@@ -118,7 +124,8 @@ function usedPages() {
 // current.
 function afterChange() {
   const ctxs = app.model.contexts;
-  if (app.selected && !ctxs.has(app.selected)) app.select(null);
+  for (const id of app.made) if (ctxs.has(id)) app.made.delete(id);
+  if (app.selected && !ctxs.has(app.selected) && !app.made.has(app.selected)) app.select(null);
   if (!app.selected && ctxs.size > 0 && !app.chat.sending) app.select([...ctxs.keys()].sort(compareIds)[0]);
   else loadStrip();
   app.render();
@@ -144,7 +151,10 @@ function onEvent(ev) {
   const r = applyEvent(app.model, ev, Date.now());
   if (r.skipped) return;
   if (ev.type === 'context.forked') app.forked(ev.data.parent, ev.data.children ?? []);
-  if (ev.type === 'context.deleted') app.transcripts.drop(ev.data.id);
+  if (ev.type === 'context.deleted') {
+    app.transcripts.drop(ev.data.id);
+    app.made.delete(ev.data.id);
+  }
   if (ev.type === 'stats') app.series.push(usedPages());
   if (r.resync) app.reload();
   else if (r.refresh) reloadSoon();

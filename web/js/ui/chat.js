@@ -133,6 +133,7 @@ export function setupChat(app) {
       const n = Math.max(2, Math.min(8, Number($('#branch-n').value) || 2));
       const res = await postJson(`/v1/contexts/${encodeURIComponent(base)}/fork?n=${n}`, {});
       const ids = res.branches.map((b) => b.id);
+      app.madeHere(...ids);
       app.forked(base, ids);
       app.chat.compare = { base, branches: ids, from: app.transcripts.get(base).length };
       app.select(ids[0]);

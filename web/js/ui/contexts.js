@@ -112,6 +112,7 @@ export function setupContexts(app) {
         method: 'POST', body: file, headers: { 'Content-Type': 'application/octet-stream' },
       });
       const ctx = await res.json();
+      app.madeHere(ctx.id);
       app.select(ctx.id);
       app.reload();
     } catch (err) {
