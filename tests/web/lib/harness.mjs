@@ -101,7 +101,11 @@ export async function openPage(browser, url) {
   // Playwright's own waits (30 s unless told) scale too: a sanitizer build's server answers slowly.
   page.setDefaultTimeout(T(30000));
   const record = { errors: [], requests: [] };
-  page.on('console', (m) => m.type() === 'error' && record.errors.push(m.text()));
+  // Not an error: the strip's page map of a context that a request (the page's own, or another client's)
+  // holds at that moment answers 409, which the page expects and waits out (web/js/main.js, loadStrip); the
+  // browser still logs the status.
+  const busyStrip = (m) => /status of 409/.test(m.text()) && /\/v1\/contexts\/[^/]+\/pages$/.test(m.location()?.url ?? '');
+  page.on('console', (m) => m.type() === 'error' && !busyStrip(m) && record.errors.push(m.text()));
   page.on('pageerror', (e) => record.errors.push(`uncaught: ${e.message}`));
   page.on('request', (r) => record.requests.push(r.url()));
   const response = await page.goto(url);
