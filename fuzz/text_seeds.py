@@ -448,6 +448,9 @@ def request_seeds():
     for name, body in sorted(REQUESTS.items()):
         write(REQUEST, 'toolcall_' + name, json.dumps(body).encode())
     # Bodies ParseBody refuses or repairs: not an object, not JSON, lone surrogate escapes (read as U+FFFD).
+    # Groups nested past the parser's bound (found by request_fuzz: a stack overflow before the bound).
+    write(REQUEST, 'deep_nested_groups',
+          json.dumps({'grammar': 'root ::= ' + '(' * 1500 + '"x"' + ')' * 1500}).encode())
     write(REQUEST, 'not_object', b'[1, 2]')
     write(REQUEST, 'not_json', b'{"messages": [')
     write(REQUEST, 'lone_surrogate', b'{"stop": "\\ud800x", "tools": [{"type": "function", "function": '
@@ -607,6 +610,8 @@ def route_seeds():
     clear(ROUTE)
     for name, data in sorted(ROUTE_SEEDS.items()):
         write(ROUTE, name, data, ROUTE_MAX_LEN)
+    # Finding 4 (docs/fuzzing.md), as the fuzzer wrote it: a refused multipart POST whose body cannot be parsed.
+    write(ROUTE, 'refused_multipart_bad_body', b'NSt6locale5\xf3\xa4pp\x00\x16\x1c_ \x01\x03i\x00:', ROUTE_MAX_LEN)
 
 if __name__ == '__main__':
     grammar_seeds()
