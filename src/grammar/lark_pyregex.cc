@@ -166,8 +166,16 @@ class PyRegexParser {
       case '^':
       case '$':
         return Fail("anchors (^ and $) are not supported");
-      case '(':
-        return Group(out);
+      case '(': {
+        // Each level recurses: a bound keeps a request's pattern from overflowing a thread's stack (as
+        // nested GBNF groups did, gbnf_parser.cc).
+        if (depth_ >= kMaxGroupDepth)
+          return Fail("groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
+        ++depth_;
+        const bool ok = Group(out);
+        --depth_;
+        return ok;
+      }
       case '[':
         return Class(out);
       case '\\': {
@@ -390,7 +398,9 @@ class PyRegexParser {
 
   const std::vector<uint32_t>& s_;
   const PyRegexFlags flags_;
+  static constexpr int kMaxGroupDepth = 128;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open at i_
   Status error_;
 };
 

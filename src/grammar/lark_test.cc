@@ -172,6 +172,12 @@ TEST(Lark, RefusesWhatItCannotConvert) {
   EXPECT_NE(ErrorOf("start: /(a)\\1/").find("backreferences"), std::string::npos);
   EXPECT_NE(ErrorOf("start: /\\bx/").find("word boundaries"), std::string::npos);
   EXPECT_NE(ErrorOf("start: /a*+/").find("possessive"), std::string::npos);
+  // Regex groups nest at most 128 deep (each level recurses; a request's pattern must not overflow a stack).
+  auto nested = [](int n) { return "start: /" + std::string(static_cast<size_t>(n), '(') + "a" +
+                                   std::string(static_cast<size_t>(n), ')') + "/"; };
+  EXPECT_TRUE(LarkToRegex(nested(128)).ok());
+  EXPECT_NE(ErrorOf(nested(129)).find("groups nested more than 128 deep"), std::string::npos) << ErrorOf(nested(129));
+  EXPECT_NE(ErrorOf(nested(100000)).find("nested"), std::string::npos);
   EXPECT_NE(ErrorOf("start: /a**/").find("multiple repeat"), std::string::npos);
   EXPECT_NE(ErrorOf("start: /a{10001}/").find("above 10000"), std::string::npos);
   EXPECT_NE(ErrorOf("start: \"\xC3\xA9\"i").find("ASCII"), std::string::npos);
