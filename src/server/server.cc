@@ -343,8 +343,12 @@ void Server::Routes() {
   });
   // Every answer passes here once, after the route, the error handler or the library wrote it and before
   // it goes out: the one place that counts errors (a client that has its answer finds it counted).
-  h.set_post_routing_handler(
-      [this](const httplib::Request&, httplib::Response& res) { CountAnswer(res.status); });
+  h.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    CountAnswer(res.status);
+    // After the error handler: a request the library answers without routing it (a malformed one) on this
+    // thread next must not find this one's refusal.
+    t_refused = 0;
+  });
   h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
