@@ -22,6 +22,12 @@ if cmp -s "$dir/seed7.gguf" "$dir/peer-q8_0.gguf"; then echo "--seed changed not
 "$bin" model synth --type q8_0 --shape hybrid --vocab 300 --dim 256 --layers 4 --heads 4 --kv-heads 2 --ffn 256 \
   -o "$dir/hybrid.gguf" >/dev/null
 "$bin" run -m "$dir/hybrid.gguf" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "the hybrid file does not run"; exit 1; }
+# A Qwen3.5 MoE with its recurrent geometry set (value heads x state = d_inner), and one with a layer pattern the
+# shape does not take by default: both run.
+"$bin" model synth --type q8_0 --shape qwen35moe --vocab 300 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 \
+  --ssm-heads 4 --ssm-groups 2 --ssm-state 32 --attention-every 3 --experts 8 --experts-used 2 --expert-ffn 64 \
+  --shared-ffn 64 -o "$dir/qwen35moe.gguf" >/dev/null
+"$bin" run -m "$dir/qwen35moe.gguf" -p "hello" -n 2 --seed 1 >/dev/null 2>&1 || { echo "the qwen35moe file does not run"; exit 1; }
 # Without --vocab: LLaMA's SentencePiece vocabulary from ../shared (about a token a word); --tokenizer bytes:
 # the byte vocabulary (28 tokens for "The quick brown fox": a byte each, and 3 for each SentencePiece space).
 tiny=(--dim 64 --layers 1 --heads 2 --kv-heads 1 --ffn 64)
@@ -41,7 +47,8 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && [ ! -e "$dir/bad.gguf" ] || { echo "a missing --tokenizer file: exit $rc, want 2 and no file"; exit 1; }
 small="--vocab 300 --layers 2 --heads 4 --kv-heads 2 --ffn 256"
-for args in "--type iq2_xxs --dim 256" "--type bogus --dim 256" "--shape bogus --dim 256" "--type q4_K --dim 64"; do
+for args in "--type iq2_xxs --dim 256" "--type bogus --dim 256" "--shape bogus --dim 256" "--type q4_K --dim 64" \
+  "--dim 256 --ssm-heads 4" "--dim 256 --attention-every 2" "--shape qwen35moe --dim 256 --ssm-state 48 --ssm-heads 3"; do
   set +e
   # shellcheck disable=SC2086
   "$bin" model synth $args $small -o "$dir/bad.gguf" >/dev/null 2>&1

@@ -20,18 +20,22 @@ Result<uint32_t> GetU32(const gguf::File& f, const std::string& key, uint32_t lo
   return static_cast<uint32_t>(v);
 }
 
-// A key that is either one integer for every layer or an array with one per layer.
-Result<std::vector<uint32_t>> GetPerLayer(const gguf::File& f, const std::string& key, uint32_t n_layer,
+// A key that is either one integer for every layer or an array with one per layer: one per block of the
+// file (the trunk's, then any multi-token-prediction blocks', whose entries are dropped) or one per trunk
+// layer.
+Result<std::vector<uint32_t>> GetPerLayer(const gguf::File& f, const std::string& key, const HParams& hp,
                                           uint32_t lo, uint32_t hi) {
+  const uint32_t n_layer = hp.n_layer, n_blocks = hp.n_layer + hp.n_layer_nextn;
   LLAMAY_ASSIGN_OR_RETURN(gguf::ValueType type, f.TypeOf(key));
   if (type != gguf::ValueType::kArray) {
     LLAMAY_ASSIGN_OR_RETURN(uint32_t v, GetU32(f, key, lo, hi));
     return std::vector<uint32_t>(n_layer, v);
   }
   LLAMAY_ASSIGN_OR_RETURN(std::vector<int64_t> a, f.GetIntArray(key));
-  if (a.size() != n_layer)
+  if (a.size() != n_layer && a.size() != n_blocks)
     return InvalidArgumentError("model: " + key + " has " + std::to_string(a.size()) + " entries for " +
-                                std::to_string(n_layer) + " layers");
+                                std::to_string(n_blocks) + " layers");
+  a.resize(n_layer);
   std::vector<uint32_t> out;
   for (int64_t v : a) {
     if (v < lo || v > hi) return InvalidArgumentError("model: an entry of " + key + Range(v, lo, hi));
@@ -78,7 +82,8 @@ Status ReadAttention(const gguf::File& f, const std::string& a, const std::vecto
     if (!(factor > 0)) return InvalidArgumentError("model: rope.scaling.factor must be positive");
     hp->rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none" && scaling != "") {
-    return UnimplementedError("model: rope scaling type '" + scaling + "' is not supported (none, linear, yarn)");
+    return UnimplementedError("model: rope scaling type '" + scaling +
+                              "' is not supported (none, linear, yarn)");
   }
   if (scaling == "yarn") {
     // llama.cpp's choices (llama_context): ext_factor 1, beta_fast 32 and beta_slow 1 (the file's yarn_*
@@ -89,8 +94,10 @@ Status ReadAttention(const gguf::File& f, const std::string& a, const std::vecto
     hp->rope_ext_factor = 1.0f;
     hp->rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(factor))) *
                            static_cast<float>(f.GetFloatOr(a + "rope.scaling.attn_factor", 1.0));
-    hp->n_ctx_orig = static_cast<uint32_t>(f.GetIntOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
-    if (hp->n_ctx_orig == 0) return InvalidArgumentError("model: rope.scaling.original_context_length must be positive");
+    hp->n_ctx_orig =
+        static_cast<uint32_t>(f.GetIntOr(a + "rope.scaling.original_context_length", hp->n_ctx_train));
+    if (hp->n_ctx_orig == 0)
+      return InvalidArgumentError("model: rope.scaling.original_context_length must be positive");
   }
   return Status::Ok();
 }
@@ -165,17 +172,24 @@ Status ReadGemma3(const gguf::File& f, const std::string& a, HParams* hp) {
   return Status::Ok();
 }
 
-// Qwen3.5: layer l is full attention when (l + 1) % full_attention_interval == 0 (llama.cpp's rule and
-// default of 4), gated delta net otherwise.
+// Qwen3.5 (dense and MoE): the layers attention.recurrent_layers marks (1: a gated delta net), where the file
+// has that key; otherwise layer l is full attention when (l + 1) % full_attention_interval == 0 (llama.cpp's
+// rule and default of 4), a gated delta net otherwise.
 Status ReadQwen35Layers(const gguf::File& f, const std::string& a, HParams* hp,
                         std::vector<uint32_t>* n_head_kv) {
-  uint32_t every = 4;
-  if (f.Has(a + "full_attention_interval")) {
-    LLAMAY_ASSIGN_OR_RETURN(every, GetU32(f, a + "full_attention_interval", 1, hp->n_layer));
+  if (f.Has(a + "attention.recurrent_layers")) {
+    LLAMAY_ASSIGN_OR_RETURN(std::vector<uint32_t> recurrent,
+                            GetPerLayer(f, a + "attention.recurrent_layers", *hp, 0, 1));
+    for (uint32_t r : recurrent) hp->mixers.push_back(r ? MixerKind::kGatedDeltaNet : MixerKind::kAttention);
+  } else {
+    uint32_t every = 4;
+    if (f.Has(a + "full_attention_interval")) {
+      LLAMAY_ASSIGN_OR_RETURN(every, GetU32(f, a + "full_attention_interval", 1, hp->n_layer));
+    }
+    for (uint32_t l = 0; l < hp->n_layer; ++l)
+      hp->mixers.push_back((l + 1) % every == 0 ? MixerKind::kAttention : MixerKind::kGatedDeltaNet);
   }
-  for (uint32_t l = 0; l < hp->n_layer; ++l)
-    hp->mixers.push_back((l + 1) % every == 0 ? MixerKind::kAttention : MixerKind::kGatedDeltaNet);
-  LLAMAY_ASSIGN_OR_RETURN(*n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp->n_layer, 1, 4096));
+  LLAMAY_ASSIGN_OR_RETURN(*n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", *hp, 1, 4096));
   return Status::Ok();
 }
 
@@ -183,11 +197,13 @@ Status ReadQwen35Layers(const gguf::File& f, const std::string& a, HParams* hp,
 Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   MoeParams& m = hp->moe;
   LLAMAY_ASSIGN_OR_RETURN(m.n_expert, GetU32(f, a + "expert_count", 1, 4096));
-  LLAMAY_ASSIGN_OR_RETURN(m.n_expert_used, GetU32(f, a + "expert_used_count", 1, std::min(m.n_expert, kMaxExpertsUsed)));
-  // Granite's and OLMoE's experts are feed_forward_length wide (llama.cpp reads that key for them); the others declare
-  // their experts' width apart from a dense FFN's.
-  const std::string width = hp->arch == Arch::kGraniteHybrid || hp->arch == Arch::kOlmoe ? "feed_forward_length"
-                                                                                         : "expert_feed_forward_length";
+  LLAMAY_ASSIGN_OR_RETURN(m.n_expert_used,
+                          GetU32(f, a + "expert_used_count", 1, std::min(m.n_expert, kMaxExpertsUsed)));
+  // Granite's and OLMoE's experts are feed_forward_length wide (llama.cpp reads that key for them); the
+  // others declare their experts' width apart from a dense FFN's.
+  const std::string width = hp->arch == Arch::kGraniteHybrid || hp->arch == Arch::kOlmoe
+                                ? "feed_forward_length"
+                                : "expert_feed_forward_length";
   LLAMAY_ASSIGN_OR_RETURN(m.n_ff_expert, GetU32(f, a + width, 1, 1 << 20));
   if (f.Has(a + "expert_shared_feed_forward_length")) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_ff_shared, GetU32(f, a + "expert_shared_feed_forward_length", 0, 1 << 20));
@@ -196,7 +212,8 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
     LLAMAY_ASSIGN_OR_RETURN(m.n_dense_lead, GetU32(f, a + "leading_dense_block_count", 0, hp->n_layer));
   }
   m.weights_scale = static_cast<float>(f.GetFloatOr(a + "expert_weights_scale", 1.0));
-  if (!(m.weights_scale > 0.0f)) return InvalidArgumentError("model: " + a + "expert_weights_scale must be positive");
+  if (!(m.weights_scale > 0.0f))
+    return InvalidArgumentError("model: " + a + "expert_weights_scale must be positive");
   // Each architecture's fixed choices (llama.cpp's): its gating, whether the top k are renormalised, and
   // whether it has a shared expert (always, gated by sigmoid(ffn_gate_inp_shexp x); where the file declares
   // one, ungated; or never).
@@ -209,6 +226,11 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
     case Arch::kQwen2Moe:
       m.gating = MoeGating::kSoftmax;
       m.norm_topk = false;
+      shared = Shared::kGated;
+      break;
+    case Arch::kQwen35Moe:  // Qwen3.5/3.6 MoE (llama.cpp's qwen35moe: Qwen3-Next's sparse block)
+      m.gating = MoeGating::kSoftmax;
+      m.norm_topk = true;
       shared = Shared::kGated;
       break;
     case Arch::kGraniteHybrid:  // Granite 4.0-H Tiny and Small
@@ -231,13 +253,14 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
   }
   m.shared_gated = shared == Shared::kGated;
   if (shared == Shared::kGated && m.n_ff_shared == 0)
-    return InvalidArgumentError("model: " + a + "expert_shared_feed_forward_length is missing (" + hp->arch_name +
-                                " has a shared expert)");
+    return InvalidArgumentError("model: " + a + "expert_shared_feed_forward_length is missing (" +
+                                hp->arch_name + " has a shared expert)");
   if (shared == Shared::kNever && m.n_ff_shared != 0)
     return UnimplementedError("model: " + a + "expert_shared_feed_forward_length: " + hp->arch_name +
                               " has no shared expert");
   m.norm_topk = f.GetBoolOr(a + "expert_weights_norm", m.norm_topk);
-  for (uint32_t l = 0; l < hp->n_layer; ++l) hp->ffns[l] = l < m.n_dense_lead ? FfnKind::kDense : FfnKind::kMoe;
+  for (uint32_t l = 0; l < hp->n_layer; ++l)
+    hp->ffns[l] = l < m.n_dense_lead ? FfnKind::kDense : FfnKind::kMoe;
   return Status::Ok();
 }
 
@@ -245,7 +268,9 @@ Status ReadMoe(const gguf::File& f, const std::string& a, HParams* hp) {
 
 bool HParams::has_moe() const { return std::find(ffns.begin(), ffns.end(), FfnKind::kMoe) != ffns.end(); }
 
-bool HParams::has_dense_ffn() const { return std::find(ffns.begin(), ffns.end(), FfnKind::kDense) != ffns.end(); }
+bool HParams::has_dense_ffn() const {
+  return std::find(ffns.begin(), ffns.end(), FfnKind::kDense) != ffns.end();
+}
 
 bool HParams::has_recurrent() const {
   return std::any_of(mixers.begin(), mixers.end(), [](MixerKind m) { return m != MixerKind::kAttention; });
@@ -282,9 +307,9 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   } else if (hp.arch_name == "granitehybrid") {
     hp.arch = Arch::kGraniteHybrid;
     hp.rope_type = RopeType::kNorm;
-  } else if (hp.arch_name == "qwen35") {
+  } else if (hp.arch_name == "qwen35" || hp.arch_name == "qwen35moe") {
     // Multi-section rope (rope.dimension_sections) with every section at the text position: plain NEOX.
-    hp.arch = Arch::kQwen35;
+    hp.arch = hp.arch_name == "qwen35" ? Arch::kQwen35 : Arch::kQwen35Moe;
     hp.rope_type = RopeType::kNeox;
     hp.qk_norm = true;
     hp.attn_output_gate = true;
@@ -305,21 +330,25 @@ Result<HParams> ReadHParams(const gguf::File& f) {
     hp.post_norms = true;
     hp.ffn_act = FfnActivation::kGeGlu;
   } else {
-    return UnimplementedError(
-        "model: architecture '" + hp.arch_name +
-        "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, mamba2, granitehybrid, qwen35, gemma3, "
-        "gpt-oss, olmoe)");
+    return UnimplementedError("model: architecture '" + hp.arch_name +
+                              "' is not supported (supported: llama, qwen2, qwen2moe, qwen3, qwen3moe, "
+                              "mamba2, granitehybrid, qwen35, qwen35moe, "
+                              "gemma3, gpt-oss, olmoe)");
   }
   const std::string a = hp.arch_name + ".";
   LLAMAY_ASSIGN_OR_RETURN(hp.n_embd, GetU32(f, a + "embedding_length", 1, 1 << 16));
   LLAMAY_ASSIGN_OR_RETURN(hp.n_layer, GetU32(f, a + "block_count", 1, 4096));
+  if (f.Has(a + "nextn_predict_layers")) {
+    LLAMAY_ASSIGN_OR_RETURN(hp.n_layer_nextn, GetU32(f, a + "nextn_predict_layers", 0, hp.n_layer - 1));
+    hp.n_layer -= hp.n_layer_nextn;
+  }
   hp.n_ctx_train = static_cast<uint32_t>(f.GetIntOr(a + "context_length", 2048));
   hp.rms_eps = static_cast<float>(f.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   hp.ffns.assign(hp.n_layer, hp.arch == Arch::kMamba2 ? FfnKind::kNone : FfnKind::kDense);
   // Granite 4.0-H is a mixture of experts where the file declares experts (Tiny, Small), dense otherwise.
   const bool granite_moe = hp.arch == Arch::kGraniteHybrid && f.GetIntOr(a + "expert_count", 0) > 0;
-  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || hp.arch == Arch::kGptOss || hp.arch == Arch::kOlmoe ||
-      granite_moe)
+  if (hp.arch == Arch::kQwen3Moe || hp.arch == Arch::kQwen2Moe || hp.arch == Arch::kQwen35Moe ||
+      hp.arch == Arch::kGptOss || hp.arch == Arch::kOlmoe || granite_moe)
     LLAMAY_RETURN_IF_ERROR(ReadMoe(f, a, &hp));
   if (hp.has_dense_ffn()) {
     LLAMAY_ASSIGN_OR_RETURN(hp.n_ff, GetU32(f, a + "feed_forward_length", 1, 1 << 20));
@@ -329,15 +358,15 @@ Result<HParams> ReadHParams(const gguf::File& f) {
   if (hp.arch == Arch::kMamba2) {
     hp.mixers.assign(hp.n_layer, MixerKind::kMamba2);
   } else if (hp.arch == Arch::kGraniteHybrid) {
-    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp.n_layer, 0, 4096));
+    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + "attention.head_count_kv", hp, 0, 4096));
     for (uint32_t kv : n_head_kv) hp.mixers.push_back(kv == 0 ? MixerKind::kMamba2 : MixerKind::kAttention);
-  } else if (hp.arch == Arch::kQwen35) {
+  } else if (hp.arch == Arch::kQwen35 || hp.arch == Arch::kQwen35Moe) {
     LLAMAY_RETURN_IF_ERROR(ReadQwen35Layers(f, a, &hp, &n_head_kv));
   } else {
     hp.mixers.assign(hp.n_layer, MixerKind::kAttention);
     const std::string key =
         f.Has(a + "attention.head_count_kv") ? "attention.head_count_kv" : "attention.head_count";
-    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + key, hp.n_layer, 1, 4096));
+    LLAMAY_ASSIGN_OR_RETURN(n_head_kv, GetPerLayer(f, a + key, hp, 1, 4096));
   }
   if (hp.n_attention_layers() > 0) LLAMAY_RETURN_IF_ERROR(ReadAttention(f, a, n_head_kv, &hp));
   if (hp.has_recurrent()) LLAMAY_RETURN_IF_ERROR(ReadSsm(f, a, &hp));
@@ -376,7 +405,8 @@ uint64_t SsmParams::folded_floats() const {
 std::array<uint64_t, 3> SsmParams::pending_slot_floats() const {
   if (mixer == MixerKind::kGatedDeltaNet)  // k [Hk][Dk], delta [Hv][Dv], eg [Hv]
     return {uint64_t{n_group} * d_state, uint64_t{n_head} * head_dim(), n_head};
-  return {uint64_t{n_head} * head_dim(), uint64_t{n_group} * d_state, n_head};  // xdt [H][P], B [G][N], dA [H]
+  return {uint64_t{n_head} * head_dim(), uint64_t{n_group} * d_state,
+          n_head};  // xdt [H][P], B [G][N], dA [H]
 }
 
 kv::KvLayout MakeKvLayout(const HParams& hp, uint32_t page_tokens, kv::KvPrecision precision,

@@ -47,7 +47,20 @@
 
 namespace llamay::model {
 
-enum class Arch { kLlama, kQwen2, kQwen2Moe, kQwen3, kQwen3Moe, kMamba2, kGraniteHybrid, kQwen35, kGemma3, kGptOss, kOlmoe };
+enum class Arch {
+  kLlama,
+  kQwen2,
+  kQwen2Moe,
+  kQwen3,
+  kQwen3Moe,
+  kMamba2,
+  kGraniteHybrid,
+  kQwen35,
+  kQwen35Moe,
+  kGemma3,
+  kGptOss,
+  kOlmoe
+};
 // NORM rotates adjacent pairs (x[2i], x[2i+1]); NEOX rotates halves (x[i], x[i + n_rot/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: silu(gate) * up (SwiGLU), gelu_tanh(gate) * up (GeGLU, gemma), or gpt-oss's
@@ -111,11 +124,11 @@ struct MoeParams {
   uint32_t n_expert_used = 0;  // k: expert_used_count
   uint32_t n_ff_expert = 0;    // each expert's FFN width: expert_feed_forward_length
   MoeGating gating = MoeGating::kSoftmax;
-  bool norm_topk = false;       // renormalise the chosen weights to sum 1
-  float weights_scale = 1.0f;   // expert_weights_scale
-  uint32_t n_ff_shared = 0;     // the shared expert's width (expert_shared_feed_forward_length); 0: none
-  bool shared_gated = false;    // the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp x)
-  uint32_t n_dense_lead = 0;    // leading_dense_block_count: the first layers have a dense FFN instead
+  bool norm_topk = false;      // renormalise the chosen weights to sum 1
+  float weights_scale = 1.0f;  // expert_weights_scale
+  uint32_t n_ff_shared = 0;    // the shared expert's width (expert_shared_feed_forward_length); 0: none
+  bool shared_gated = false;   // the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp x)
+  uint32_t n_dense_lead = 0;   // leading_dense_block_count: the first layers have a dense FFN instead
   FfnActivation act = FfnActivation::kSwiGlu;  // the experts' activation
   bool biases = false;  // gpt-oss: a router bias and per-expert gate, up and down biases (ffn_*.bias)
 };
@@ -125,7 +138,10 @@ struct HParams {
   std::string arch_name;
   uint32_t n_vocab = 0;
   uint32_t n_embd = 0;
-  uint32_t n_layer = 0;
+  uint32_t n_layer = 0;  // the layers a token runs through: block_count less nextn_predict_layers
+  // Multi-token-prediction blocks appended after the trunk (nextn_predict_layers: Qwen3.5's converted files
+  // carry one). They are a draft head, not part of the model's forward pass: never bound nor run.
+  uint32_t n_layer_nextn = 0;
   // Attention geometry, shared by every attention layer (0 for a model without attention layers).
   uint32_t n_head = 0;
   uint32_t n_head_kv = 0;
@@ -158,8 +174,9 @@ struct HParams {
   bool post_norms = false;  // gemma3: mixer and FFN outputs RMS-normed (post_attention_norm, post_ffw_norm)
                             // before their residual adds
 
-  // Sliding-window attention (gemma3, gpt-oss). windows: [n_layer] the attention window of each layer in positions
-  // (0: full), or empty when every layer is full. A windowed layer ropes with the _swa base and scale.
+  // Sliding-window attention (gemma3, gpt-oss). windows: [n_layer] the attention window of each layer in
+  // positions (0: full), or empty when every layer is full. A windowed layer ropes with the _swa base and
+  // scale.
   std::vector<uint32_t> windows;
   float rope_theta_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;

@@ -28,8 +28,9 @@ namespace llamay::model::test_util {
 
 inline const std::string kModels = std::string(LLAMAY_SHARED_DIR) + "/ref/models/";
 
-inline std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens = 16, uint32_t checkpoint_tokens = 0,
-                                           size_t max_bytes = 0, kv::KvPrecision p = kv::KvPrecision::kF32) {
+inline std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens = 16,
+                                           uint32_t checkpoint_tokens = 0, size_t max_bytes = 0,
+                                           kv::KvPrecision p = kv::KvPrecision::kF32) {
   kv::CacheOptions o;
   o.layout = m.KvLayoutFor(page_tokens, p, checkpoint_tokens);
   o.max_bytes = max_bytes;
@@ -39,7 +40,8 @@ inline std::unique_ptr<kv::Cache> NewCache(const Model& m, uint32_t page_tokens 
 }
 
 // Logits for every token of `tokens` (all) or the last one, in one forward step.
-inline std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<const int32_t> tokens, bool all = true) {
+inline std::vector<float> Steps(const Model& m, kv::Context& ctx, std::span<const int32_t> tokens,
+                                bool all = true) {
   std::vector<float> logits;
   SeqInput in{&ctx, tokens, all};
   Status s = m.Forward(std::span(&in, 1), &logits);
@@ -72,11 +74,25 @@ inline std::vector<int32_t> Prompt(size_t n, uint32_t seed) {
   return p;
 }
 
+inline SyntheticSpec TinyQwen35Spec(TensorType type);
+
 // A small mixture of experts (3 layers of dim 128, 4 / 2 heads of 32, 16 experts of 64, 4 used, a 512-token
 // vocabulary; qwen2moe: a shared expert of 96; granitehybrid: 4 layers, Mamba-2 of 256 but the last, and an
-// ungated shared expert of 96; gpt-oss: a window of 8): `llamay model synth --shape
-// qwen3moe|qwen2moe|hybrid-moe|olmoe|gpt-oss` with the flags of testdata/make_moe_ref.py.
+// ungated shared expert of 96; qwen35moe: TinyQwen35Spec's 6 layers with those experts and a gated shared
+// expert of 96; gpt-oss: a window of 8): `llamay model synth --shape
+// qwen3moe|qwen2moe|hybrid-moe|qwen35moe|olmoe|gpt-oss` with the flags of testdata/make_moe_ref.py.
 inline SyntheticSpec TinyMoeSpec(TensorType type, SyntheticArch arch = SyntheticArch::kQwen3Moe) {
+  if (arch == SyntheticArch::kQwen35Moe) {
+    SyntheticSpec s = TinyQwen35Spec(type);
+    s.arch = SyntheticArch::kQwen35Moe;
+    s.name = "tiny-qwen35moe";
+    s.n_ff = 0;
+    s.n_expert = 16;
+    s.n_expert_used = 4;
+    s.n_ff_expert = 64;
+    s.n_ff_shared = 96;
+    return s;
+  }
   if (arch == SyntheticArch::kGraniteHybrid) {
     SyntheticSpec s = HybridMoeShape(type);
     s.name = "tiny-granitemoe";
@@ -159,7 +175,8 @@ inline std::vector<double> LogProbs(const float* logits, size_t n) {
 
 // A reference of src/model/testdata (`file`), after checking that `bytes` are the model it was made from
 // (its FNV-1a hash; `script` remakes it). Null, with a failure recorded, when either check fails.
-inline std::unique_ptr<nlohmann::json> ReadReference(const std::string& file, const std::vector<uint8_t>& bytes,
+inline std::unique_ptr<nlohmann::json> ReadReference(const std::string& file,
+                                                     const std::vector<uint8_t>& bytes,
                                                      const std::string& script) {
   std::ifstream in(std::string(LLAMAY_SOURCE_DIR) + "/src/model/testdata/" + file);
   EXPECT_TRUE(in.good()) << file;
@@ -204,7 +221,8 @@ inline int MatchesReference(const Model& m, const nlohmann::json& ref, double lo
       if (step < next.size()) logits = Steps(m, ctx, std::span(&next[step], 1), false);
     }
     tight_prompts += worst < tight;
-    std::printf("%s, prompt of %zu: max |logprob - llama.cpp| = %.2e\n", name.c_str(), c["prompt"].size(), worst);
+    std::printf("%s, prompt of %zu: max |logprob - llama.cpp| = %.2e\n", name.c_str(), c["prompt"].size(),
+                worst);
   }
   return tight_prompts;
 }

@@ -1,4 +1,5 @@
-// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts, gpt-oss, olmoe): the hyperparameters and expert tensors a file must have,
+// The mixture-of-experts FFN (qwen3moe, qwen2moe, granitehybrid with experts, qwen35moe, gpt-oss, olmoe): the
+// hyperparameters and expert tensors a file must have,
 // parity with llama.cpp on small synthetic models (testdata/moe_ref_*.json, written by
 // testdata/make_moe_ref.py),
 // and the grouping of a batch's tokens by expert changing no token's bits. The determinism contract's own
@@ -21,7 +22,6 @@ namespace {
 using test_util::NewCache;
 using test_util::Same;
 using test_util::Steps;
-
 
 std::unique_ptr<Model> Load(std::vector<uint8_t> bytes, int threads = 0) {
   auto f = gguf::File::FromBuffer(std::move(bytes));
@@ -63,7 +63,7 @@ TEST(MoeHParams, BadExpertDeclarationsAreClearErrors) {
   const Case cases[] = {
       {"qwen3moe.expert_used_count", 17, "expert_used_count"},  // more used than there are
       {"qwen3moe.expert_used_count", 0, "expert_used_count"},
-      {"qwen3moe.expert_count", 8, "ffn_gate_inp"},            // the router and the slabs say 16
+      {"qwen3moe.expert_count", 8, "ffn_gate_inp"},  // the router and the slabs say 16
       {"qwen3moe.expert_feed_forward_length", 32, "ffn_gate_exps"},
       {"qwen3moe.expert_shared_feed_forward_length", 64, "qwen3moe has no shared expert"},
   };
@@ -97,7 +97,8 @@ TEST(MoeHParams, Qwen2MoeHasAGatedSharedExpert) {
   auto no_width = Model::FromFile(*gguf::File::FromBuffer(
       test_util::RewriteKeys(*f, {"qwen2moe.expert_shared_feed_forward_length"}, [](gguf::Writer&) {})));
   ASSERT_FALSE(no_width.ok());
-  EXPECT_NE(no_width.status().message().find("expert_shared_feed_forward_length is missing"), std::string::npos)
+  EXPECT_NE(no_width.status().message().find("expert_shared_feed_forward_length is missing"),
+            std::string::npos)
       << no_width.status().ToString();
   auto no_gate = Model::FromFile(*gguf::File::FromBuffer(
       test_util::RewriteKeys(*f, {}, [](gguf::Writer&) {}, {"blk.1.ffn_gate_inp_shexp.weight"})));
@@ -120,6 +121,93 @@ TEST(MoeHParams, GraniteHybridWithExpertsHasAnUngatedSharedExpert) {
   EXPECT_FALSE(hp.moe.shared_gated);
   EXPECT_EQ(hp.mixers[0], MixerKind::kMamba2);
   EXPECT_EQ(hp.mixers[3], MixerKind::kAttention);
+}
+
+TEST(MoeHParams, Qwen35MoeHasDeltaNetsAndAGatedSharedExpert) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kQwen35Moe));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto m = Load(*bytes);
+  ASSERT_NE(m, nullptr);
+  const HParams& hp = m->hparams();
+  EXPECT_EQ(hp.arch, Arch::kQwen35Moe);
+  const MixerKind d = MixerKind::kGatedDeltaNet, a = MixerKind::kAttention;
+  EXPECT_EQ(hp.mixers, (std::vector<MixerKind>{d, d, a, d, d, a}));  // full_attention_interval 3
+  EXPECT_EQ(hp.ffns, std::vector<FfnKind>(hp.n_layer, FfnKind::kMoe));
+  EXPECT_EQ(hp.moe.gating, MoeGating::kSoftmax);
+  EXPECT_TRUE(hp.moe.norm_topk);
+  EXPECT_EQ(hp.moe.n_ff_shared, 96u);
+  EXPECT_TRUE(hp.moe.shared_gated);
+  EXPECT_EQ(hp.n_ff, 0u);  // no dense FFN, and the file declares none
+  EXPECT_TRUE(hp.attn_output_gate);
+  EXPECT_TRUE(hp.qk_norm);
+  EXPECT_EQ(hp.ssm.mixer, MixerKind::kGatedDeltaNet);
+}
+
+// Qwen3.5's converted files append a multi-token-prediction block (nextn_predict_layers, counted in
+// block_count, with per-layer arrays one entry longer): a draft head that the forward pass never runs. A file
+// with one gives the same logits, bit for bit, as the file without it; the same block counted as a layer is
+// refused (its tensors are not a layer's).
+TEST(MoeHParams, AMultiTokenPredictionBlockIsNotRun) {
+  auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kQwen35Moe));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto f = gguf::File::FromBuffer(*bytes);
+  ASSERT_TRUE(f.ok());
+  // The block: an attention layer's and an MoE's tensors (blk.2's, renamed blk.6) and the MTP projections.
+  auto add_block = [&](gguf::Writer& w) {
+    for (const auto& t : f->tensors()) {
+      if (!t.name.starts_with("blk.2.")) continue;
+      EXPECT_TRUE(
+          w.AddTensor("blk.6." + t.name.substr(6), t.dims, t.type, std::span(t.data, t.n_bytes)).ok());
+    }
+    const std::vector<float> proj(2 * 128 * 128, 0.01f), norm(128, 1.0f);
+    auto raw = [](const std::vector<float>& v) {
+      return std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+    };
+    EXPECT_TRUE(w.AddTensor("blk.6.nextn.eh_proj.weight", {256, 128}, TensorType::kF32, raw(proj)).ok());
+    EXPECT_TRUE(w.AddTensor("blk.6.nextn.enorm.weight", {128}, TensorType::kF32, raw(norm)).ok());
+    EXPECT_TRUE(w.AddTensor("blk.6.nextn.hnorm.weight", {128}, TensorType::kF32, raw(norm)).ok());
+  };
+  const std::vector<int32_t> prompt = test_util::Prompt(40, 5);
+  auto base = Load(*bytes);
+  ASSERT_NE(base, nullptr);
+  auto c0 = NewCache(*base, 16);
+  kv::Context ctx0 = c0->NewContext();
+  const std::vector<float> want = Steps(*base, ctx0, prompt, true);
+  // With the block declared, by full_attention_interval and by a per-block recurrent_layers array.
+  for (bool by_array : {false, true}) {
+    SCOPED_TRACE(by_array ? "attention.recurrent_layers" : "full_attention_interval");
+    auto with = test_util::RewriteKeys(*f, {"qwen35moe.block_count"}, [&](gguf::Writer& w) {
+      w.SetUint32("qwen35moe.block_count", 7);
+      w.SetUint32("qwen35moe.nextn_predict_layers", 1);
+      if (by_array) w.SetInt32Array("qwen35moe.attention.recurrent_layers", {1, 1, 0, 1, 1, 0, 0});
+      add_block(w);
+    });
+    auto m = Load(with);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->hparams().n_layer, 6u);
+    EXPECT_EQ(m->hparams().n_layer_nextn, 1u);
+    auto c = NewCache(*m, 16);
+    kv::Context ctx = c->NewContext();
+    EXPECT_TRUE(Same(want, Steps(*m, ctx, prompt, true)));
+  }
+  // Counted as a trunk layer, the block is a layer without its tensors: refused by name.
+  auto f7 =
+      gguf::File::FromBuffer(test_util::RewriteKeys(*f, {"qwen35moe.block_count"}, [&](gguf::Writer& w) {
+        w.SetUint32("qwen35moe.block_count", 7);
+        add_block(w);
+      }));
+  ASSERT_TRUE(f7.ok());
+  auto m7 = Model::FromFile(std::move(*f7));
+  ASSERT_FALSE(m7.ok());
+  EXPECT_NE(m7.status().message().find("blk.6."), std::string::npos) << m7.status().ToString();
+  // As many prediction blocks as blocks: refused, naming the key.
+  auto all = gguf::File::FromBuffer(test_util::RewriteKeys(
+      *f, {}, [](gguf::Writer& w) { w.SetUint32("qwen35moe.nextn_predict_layers", 6); }));
+  ASSERT_TRUE(all.ok());
+  auto none = Model::FromFile(std::move(*all));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("nextn_predict_layers"), std::string::npos)
+      << none.status().ToString();
 }
 
 TEST(MoeHParams, GptOssHasSinksBiasesYarnAndWindowsOnItsEvenLayers) {
@@ -149,13 +237,16 @@ TEST(MoeHParams, GptOssHasSinksBiasesYarnAndWindowsOnItsEvenLayers) {
   // The sinks, the output bias and the experts' biases are required, by name.
   for (const char* t : {"blk.0.attn_sinks.weight", "blk.1.attn_output.bias", "blk.2.ffn_down_exps.bias",
                         "blk.0.ffn_gate_inp.bias"}) {
-    auto g = Model::FromFile(*gguf::File::FromBuffer(test_util::RewriteKeys(*f, {}, [](gguf::Writer&) {}, {t})));
+    auto g =
+        Model::FromFile(*gguf::File::FromBuffer(test_util::RewriteKeys(*f, {}, [](gguf::Writer&) {}, {t})));
     ASSERT_FALSE(g.ok()) << t;
     EXPECT_NE(g.status().message().find(t), std::string::npos) << g.status().ToString();
   }
   // A rope scaling llamay does not know is refused by name.
-  auto longrope = Model::FromFile(*gguf::File::FromBuffer(test_util::RewriteKeys(
-      *f, {"gpt-oss.rope.scaling.type"}, [](gguf::Writer& w) { w.SetString("gpt-oss.rope.scaling.type", "longrope"); })));
+  auto longrope = Model::FromFile(
+      *gguf::File::FromBuffer(test_util::RewriteKeys(*f, {"gpt-oss.rope.scaling.type"}, [](gguf::Writer& w) {
+        w.SetString("gpt-oss.rope.scaling.type", "longrope");
+      })));
   ASSERT_FALSE(longrope.ok());
   EXPECT_NE(longrope.status().message().find("longrope"), std::string::npos);
 }
@@ -188,16 +279,25 @@ class MoeParity : public testing::TestWithParam<SyntheticArch> {};
 
 std::string ArchName(SyntheticArch arch) {
   switch (arch) {
-    case SyntheticArch::kQwen2Moe: return "qwen2moe";
-    case SyntheticArch::kGraniteHybrid: return "granitehybrid";
-    case SyntheticArch::kGptOss: return "gpt_oss";
-    case SyntheticArch::kOlmoe: return "olmoe";
-    default: return "qwen3moe";
+    case SyntheticArch::kQwen2Moe:
+      return "qwen2moe";
+    case SyntheticArch::kGraniteHybrid:
+      return "granitehybrid";
+    case SyntheticArch::kQwen35Moe:
+      return "qwen35moe";
+    case SyntheticArch::kGptOss:
+      return "gpt_oss";
+    case SyntheticArch::kOlmoe:
+      return "olmoe";
+    default:
+      return "qwen3moe";
   }
 }
 
 // The reference file's name: llama.cpp's architecture name.
-std::string RefName(SyntheticArch arch) { return arch == SyntheticArch::kGptOss ? "gpt-oss" : ArchName(arch); }
+std::string RefName(SyntheticArch arch) {
+  return arch == SyntheticArch::kGptOss ? "gpt-oss" : ArchName(arch);
+}
 
 TEST_P(MoeParity, MatchesLlamaCpp) {
   auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kF32, GetParam()));
@@ -210,7 +310,8 @@ TEST_P(MoeParity, MatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
-                         testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
+                         testing::Values(SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe,
+                                         SyntheticArch::kGraniteHybrid, SyntheticArch::kQwen35Moe,
                                          SyntheticArch::kGptOss, SyntheticArch::kOlmoe),
                          [](const auto& info) { return ArchName(info.param); });
 
@@ -218,8 +319,9 @@ INSTANTIATE_TEST_SUITE_P(Arch, MoeParity,
 // every token must still get the bits it gets alone (decoded one at a time), in f32 and in Q8_0, with a
 // prompt long enough that experts get many rows (more than a token tile) and others none.
 TEST(MoeDeterminism, GroupingByExpertChangesNoTokensBits) {
-  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
-                             SyntheticArch::kGptOss, SyntheticArch::kOlmoe}) {
+  for (SyntheticArch arch :
+       {SyntheticArch::kQwen3Moe, SyntheticArch::kQwen2Moe, SyntheticArch::kGraniteHybrid,
+        SyntheticArch::kQwen35Moe, SyntheticArch::kGptOss, SyntheticArch::kOlmoe}) {
     for (TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
       SCOPED_TRACE(std::string(TensorTypeName(type)) + ", " + ArchName(arch));
       auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(type, arch));

@@ -1,9 +1,9 @@
 // Models with recurrent layers (mamba2, granitehybrid, qwen35; ../shared/ref/models/tiny-*, and synthetic
-// qwen35 models built in memory, test_util::TinyQwen35Spec): hyperparameters, the KV layout they imply, and
-// the determinism contract (DESIGN.md section 3) where the state is a recurrent slot: logits bit-identical
-// (memcmp) whatever the split of a prompt into steps, the batch composition, the thread count, a fork, or a
-// rollback to a checkpoint; and a failed step leaves every context as it was. Parity with llama.cpp for these
-// models is in model_test.cc (Parity).
+// qwen35 and qwen35moe models built in memory, test_util::TinyQwen35Spec): hyperparameters, the KV layout
+// they imply, and the determinism contract (DESIGN.md section 3) where the state is a recurrent slot: logits
+// bit-identical (memcmp) whatever the split of a prompt into steps, the batch composition, the thread count,
+// a fork, or a rollback to a checkpoint; and a failed step leaves every context as it was. Parity with
+// llama.cpp for these models is in model_test.cc (Parity).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,17 +160,24 @@ class RecurrentDeterminism : public testing::TestWithParam<const char*> {
     prompt_ = Prompt(300, 7);
     V_ = model_->hparams().n_vocab;
   }
-  // "synth-qwen35-<type>": TinyQwen35Spec in that weight type, built in memory; otherwise a reference file.
-  bool Synthetic() const { return std::string(GetParam()).starts_with(kSynthQwen35); }
+  // "synth-qwen35-<type>" and "synth-qwen35moe-<type>": TinyQwen35Spec, or TinyMoeSpec's qwen35moe (the same
+  // layers with experts), in that weight type, built in memory; otherwise a reference file.
+  bool Synthetic() const { return std::string(GetParam()).starts_with(kSynth); }
   Result<std::unique_ptr<Model>> LoadModel(int threads = 0) const {
     if (!Synthetic()) return Model::Load(kModels + GetParam() + ".gguf", threads);
-    const auto type = TensorTypeFromName(std::string(GetParam()).substr(kSynthQwen35.size()));
-    if (!type) return InvalidArgumentError("unknown type in " + std::string(GetParam()));
-    LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, BuildSyntheticModel(TinyQwen35Spec(*type)));
+    const std::string rest = std::string(GetParam()).substr(kSynth.size());
+    const size_t dash = rest.find('-');
+    const auto type = TensorTypeFromName(rest.substr(dash + 1));
+    if (dash == std::string::npos || !type)
+      return InvalidArgumentError("unknown type in " + std::string(GetParam()));
+    const SyntheticSpec spec = rest.substr(0, dash) == "qwen35moe"
+                                   ? test_util::TinyMoeSpec(*type, SyntheticArch::kQwen35Moe)
+                                   : TinyQwen35Spec(*type);
+    LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, BuildSyntheticModel(spec));
     LLAMAY_ASSIGN_OR_RETURN(gguf::File file, gguf::File::FromBuffer(std::move(bytes)));
     return Model::FromFile(std::move(file), threads);
   }
-  static inline const std::string kSynthQwen35 = "synth-qwen35-";
+  static inline const std::string kSynth = "synth-";
   // Rows [from, to) of a logits vector with one row per position.
   std::vector<float> Rows(const std::vector<float>& l, size_t from, size_t to) const {
     return std::vector<float>(l.begin() + static_cast<long>(from * V_),
@@ -461,7 +468,7 @@ TEST(RecurrentLegacy, SnapshotsOfThePerTokenScansStillLoadAndContinue) {
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentDeterminism,
                          testing::Values("tiny-mamba2-f32", "tiny-mamba2-q8_0", "tiny-granitehybrid-f32",
                                          "tiny-granitehybrid-q8_0", "tiny-qwen35-f32", "tiny-qwen35-q8_0",
-                                         "synth-qwen35-f32", "synth-qwen35-q8_0"),
+                                         "synth-qwen35-f32", "synth-qwen35-q8_0", "synth-qwen35moe-q8_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)

@@ -36,7 +36,8 @@ class Builder {
     return Slabs(name, 0, rows, cols, gain, spec_.type);
   }
   // `slabs` such matrices as one 3-D tensor [cols][rows][slabs] (experts), or (slabs 0) one 2-D matrix.
-  Status Slabs(const std::string& name, uint32_t slabs, uint32_t rows, uint32_t cols, float gain, TensorType type) {
+  Status Slabs(const std::string& name, uint32_t slabs, uint32_t rows, uint32_t cols, float gain,
+               TensorType type) {
     const float half = gain * std::sqrt(3.0f / static_cast<float>(cols));
     std::vector<float> row(cols);
     const size_t row_bytes = kernels::TypeRowBytes(type, cols);
@@ -95,8 +96,12 @@ Status CopyTokenizer(const gguf::File& from, gguf::Writer& w) {
         w.SetBool(k, *v);
         break;
       }
-      case ValueType::kUint8: case ValueType::kUint16: case ValueType::kUint32: case ValueType::kInt8:
-      case ValueType::kInt16: case ValueType::kInt32: {
+      case ValueType::kUint8:
+      case ValueType::kUint16:
+      case ValueType::kUint32:
+      case ValueType::kInt8:
+      case ValueType::kInt16:
+      case ValueType::kInt32: {
         auto v = from.GetInt(key);
         if (!v.ok()) return v.status();
         if (*v < 0) {
@@ -173,26 +178,33 @@ Status AddVocabulary(gguf::Writer& w, const SyntheticSpec& spec) {
   return Status::Ok();
 }
 
+bool IsQwen35(const SyntheticSpec& spec) {
+  return spec.arch == SyntheticArch::kQwen35 || spec.arch == SyntheticArch::kQwen35Moe;
+}
+
 bool IsHybrid(const SyntheticSpec& spec) {
-  return spec.arch == SyntheticArch::kGraniteHybrid || spec.arch == SyntheticArch::kQwen35;
+  return spec.arch == SyntheticArch::kGraniteHybrid || IsQwen35(spec);
 }
 
 bool IsAttention(const SyntheticSpec& spec, uint32_t layer) {
   return !IsHybrid(spec) || layer % spec.attention_every == spec.attention_every - 1;
 }
 
-uint32_t HeadDim(const SyntheticSpec& spec) { return spec.head_dim != 0 ? spec.head_dim : spec.n_embd / spec.n_head; }
+uint32_t HeadDim(const SyntheticSpec& spec) {
+  return spec.head_dim != 0 ? spec.head_dim : spec.n_embd / spec.n_head;
+}
 
 // Rotated dims per head: qwen35 ropes a quarter of each head unless told otherwise, the others all of it.
 uint32_t RotDims(const SyntheticSpec& spec) {
-  if (spec.arch != SyntheticArch::kQwen35) return HeadDim(spec);
+  if (!IsQwen35(spec)) return HeadDim(spec);
   return spec.n_rot != 0 ? spec.n_rot : HeadDim(spec) / 4;
 }
 
 Status CheckSpec(const SyntheticSpec& spec) {
   if (spec.tokenizer != nullptr) {
     auto n = spec.tokenizer->ArrayLength("tokenizer.ggml.tokens");
-    if (!n.ok()) return InvalidArgumentError("synthetic model: the tokenizer file has no tokenizer.ggml.tokens");
+    if (!n.ok())
+      return InvalidArgumentError("synthetic model: the tokenizer file has no tokenizer.ggml.tokens");
     if (*n != spec.n_vocab)
       return InvalidArgumentError("synthetic model: the tokenizer has " + std::to_string(*n) +
                                   " tokens, the shape's vocabulary " + std::to_string(spec.n_vocab));
@@ -201,7 +213,8 @@ Status CheckSpec(const SyntheticSpec& spec) {
     if (spec.n_vocab < min_vocab)
       return InvalidArgumentError("synthetic model: vocab below " + std::to_string(min_vocab));
   }
-  if (spec.n_head == 0 || spec.n_embd % spec.n_head != 0 || spec.n_head_kv == 0 || spec.n_head % spec.n_head_kv != 0)
+  if (spec.n_head == 0 || spec.n_embd % spec.n_head != 0 || spec.n_head_kv == 0 ||
+      spec.n_head % spec.n_head_kv != 0)
     return InvalidArgumentError("synthetic model: heads must divide the embedding and each other");
   if (!kernels::CanDequantize(spec.type) || spec.n_embd % kernels::TypeBlockSize(spec.type) != 0 ||
       spec.n_ff % kernels::TypeBlockSize(spec.type) != 0)
@@ -214,8 +227,9 @@ Status CheckSpec(const SyntheticSpec& spec) {
       spec.arch == SyntheticArch::kGptOss || spec.arch == SyntheticArch::kOlmoe) {
     if ((spec.n_ff_shared != 0) != (spec.arch == SyntheticArch::kQwen2Moe) ||
         spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0)
-      return InvalidArgumentError("synthetic model: qwen2moe needs a shared expert (a multiple of the type's block), "
-                                  "qwen3moe has none");
+      return InvalidArgumentError(
+          "synthetic model: qwen2moe needs a shared expert (a multiple of the type's block), "
+          "qwen3moe has none");
     if (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert)
       return InvalidArgumentError("synthetic model: 1 <= n_expert_used <= n_expert");
     if (spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 || HeadDim(spec) % 2 != 0 ||
@@ -224,9 +238,17 @@ Status CheckSpec(const SyntheticSpec& spec) {
                                   " does not fit the expert or head shape");
     return Status::Ok();
   }
-  if (spec.arch == SyntheticArch::kQwen35) {
+  if (IsQwen35(spec)) {
     const uint32_t head_dim = HeadDim(spec), rot = RotDims(spec);
-    if (spec.granite_experts) return InvalidArgumentError("synthetic model: qwen35 has no experts");
+    if (spec.granite_experts) return InvalidArgumentError("synthetic model: qwen35 has no granite experts");
+    if (spec.arch == SyntheticArch::kQwen35Moe &&
+        (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert ||
+         spec.n_ff_shared == 0 || spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 ||
+         spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0))
+      return InvalidArgumentError(
+          "synthetic model: qwen35moe needs 1 <= n_expert_used <= n_expert and a shared expert, widths that "
+          "fit "
+          "the type");
     if (head_dim % 2 != 0 || rot == 0 || rot % 2 != 0 || rot > head_dim)
       return InvalidArgumentError(
           "synthetic model: qwen35 needs an even head_dim and an even number of rotated "
@@ -245,12 +267,16 @@ Status CheckSpec(const SyntheticSpec& spec) {
   }
   if (spec.granite_experts &&
       (spec.n_expert == 0 || spec.n_expert_used == 0 || spec.n_expert_used > spec.n_expert ||
-       spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 || spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0))
-    return InvalidArgumentError("synthetic model: 1 <= n_expert_used <= n_expert, and the experts' widths must fit the type");
-  if (spec.attention_every == 0) return InvalidArgumentError("synthetic model: attention_every must be positive");
+       spec.n_ff_expert % kernels::TypeBlockSize(spec.type) != 0 ||
+       spec.n_ff_shared % kernels::TypeBlockSize(spec.type) != 0))
+    return InvalidArgumentError(
+        "synthetic model: 1 <= n_expert_used <= n_expert, and the experts' widths must fit the type");
+  if (spec.attention_every == 0)
+    return InvalidArgumentError("synthetic model: attention_every must be positive");
   if (spec.ssm_n_head == 0 || spec.ssm_d_inner % spec.ssm_n_head != 0 || spec.ssm_n_group == 0 ||
       spec.ssm_n_head % spec.ssm_n_group != 0 || spec.ssm_d_state == 0 || spec.ssm_d_conv < 2)
-    return InvalidArgumentError("synthetic model: the ssm heads must divide d_inner and the groups the heads");
+    return InvalidArgumentError(
+        "synthetic model: the ssm heads must divide d_inner and the groups the heads");
   if (spec.ssm_d_inner % kernels::TypeBlockSize(spec.type) != 0)
     return InvalidArgumentError("synthetic model: type " + std::string(TensorTypeName(spec.type)) +
                                 " does not fit ssm d_inner " + std::to_string(spec.ssm_d_inner));
@@ -262,7 +288,7 @@ Status CheckSpec(const SyntheticSpec& spec) {
 // softplus^-1(0.03), D near 1.
 Status AddMamba2(Builder& b, const std::string& p, const SyntheticSpec& spec) {
   const uint32_t E = spec.n_embd, DI = spec.ssm_d_inner, H = spec.ssm_n_head, G = spec.ssm_n_group;
-  const uint32_t C = DI + 2 * G * spec.ssm_d_state;  // conv channels: x, B, C
+  const uint32_t C = DI + 2 * G * spec.ssm_d_state;                      // conv channels: x, B, C
   LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ssm_in.weight", DI + C + H, E));  // z | xBC | dt
   const float conv_half = std::sqrt(3.0f / static_cast<float>(spec.ssm_d_conv));
   LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ssm_conv1d.weight", {spec.ssm_d_conv, C}, 0.0f, conv_half));  // [C][K]
@@ -402,6 +428,25 @@ SyntheticSpec Qwen35Shape(TensorType type, uint32_t n_layer) {
   return s;
 }
 
+SyntheticSpec Qwen35MoeShape(TensorType type, uint32_t n_layer) {
+  SyntheticSpec s = Qwen35Shape(type, n_layer);
+  s.arch = SyntheticArch::kQwen35Moe;
+  s.name = "llamay-qwen35moe-a3b-shape";
+  s.n_embd = 2048;
+  s.n_head = 16;
+  s.n_head_kv = 2;
+  s.head_dim = 256;
+  s.n_ff = 0;
+  s.ssm_d_inner = 32 * 128;
+  s.ssm_n_head = 32;
+  s.ssm_n_group = 16;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_ff_expert = 512;
+  s.n_ff_shared = 512;
+  return s;
+}
+
 SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
   SyntheticSpec s = Qwen3MoeShape(type, n_layer);
   s.arch = SyntheticArch::kQwen2Moe;
@@ -418,19 +463,21 @@ SyntheticSpec Qwen2MoeShape(TensorType type, uint32_t n_layer) {
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   LLAMAY_RETURN_IF_ERROR(CheckSpec(spec));
-  const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid,
-             qwen35 = spec.arch == SyntheticArch::kQwen35;
-  const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe;
+  const bool hybrid = spec.arch == SyntheticArch::kGraniteHybrid, qwen35 = IsQwen35(spec);
+  const bool qwen2moe = spec.arch == SyntheticArch::kQwen2Moe,
+             qwen35moe = spec.arch == SyntheticArch::kQwen35Moe;
   const bool granite_moe = hybrid && spec.granite_experts;
   const bool gpt_oss = spec.arch == SyntheticArch::kGptOss, olmoe = spec.arch == SyntheticArch::kOlmoe;
-  const bool moe = spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || granite_moe || gpt_oss || olmoe;
-  const std::string arch = hybrid     ? "granitehybrid"
-                           : qwen35   ? "qwen35"
-                           : qwen2moe ? "qwen2moe"
-                           : gpt_oss  ? "gpt-oss"
-                           : olmoe    ? "olmoe"
-                           : moe      ? "qwen3moe"
-                                      : "llama";
+  const bool moe =
+      spec.arch == SyntheticArch::kQwen3Moe || qwen2moe || qwen35moe || granite_moe || gpt_oss || olmoe;
+  const std::string arch = hybrid      ? "granitehybrid"
+                           : qwen35moe ? "qwen35moe"
+                           : qwen35    ? "qwen35"
+                           : qwen2moe  ? "qwen2moe"
+                           : gpt_oss   ? "gpt-oss"
+                           : olmoe     ? "olmoe"
+                           : moe       ? "qwen3moe"
+                                       : "llama";
   const std::string a = arch + ".";
   const uint32_t head_dim = HeadDim(spec);
   Builder b(spec);
@@ -440,11 +487,14 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
   w.SetUint32(a + "context_length", hybrid ? 32768 : gpt_oss ? 131072 : qwen35 ? 262144 : 4096);
   w.SetUint32(a + "embedding_length", spec.n_embd);
   w.SetUint32(a + "block_count", spec.n_layer);
-  w.SetUint32(a + "feed_forward_length", granite_moe || olmoe ? spec.n_ff_expert : spec.n_ff);
+  // qwen35moe has no dense FFN and declares none.
+  if (const uint32_t ff = granite_moe || olmoe ? spec.n_ff_expert : spec.n_ff; ff != 0)
+    w.SetUint32(a + "feed_forward_length", ff);
   w.SetUint32(a + "attention.head_count", spec.n_head);
   if (hybrid) {  // per layer, 0 marking a Mamba-2 layer
     std::vector<int32_t> kv(spec.n_layer);
-    for (uint32_t i = 0; i < spec.n_layer; ++i) kv[i] = IsAttention(spec, i) ? static_cast<int32_t>(spec.n_head_kv) : 0;
+    for (uint32_t i = 0; i < spec.n_layer; ++i)
+      kv[i] = IsAttention(spec, i) ? static_cast<int32_t>(spec.n_head_kv) : 0;
     w.SetInt32Array(a + "attention.head_count_kv", kv);
   } else {
     w.SetUint32(a + "attention.head_count_kv", spec.n_head_kv);
@@ -480,7 +530,8 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
     w.SetUint32(a + "ssm.group_count", spec.ssm_n_group);
   }
   LLAMAY_RETURN_IF_ERROR(AddVocabulary(w, spec));
-  LLAMAY_RETURN_IF_ERROR(b.Matrix("token_embd.weight", spec.n_vocab, spec.n_embd, std::sqrt(static_cast<float>(spec.n_embd)) * 0.5f));
+  LLAMAY_RETURN_IF_ERROR(b.Matrix("token_embd.weight", spec.n_vocab, spec.n_embd,
+                                  std::sqrt(static_cast<float>(spec.n_embd)) * 0.5f));
   LLAMAY_RETURN_IF_ERROR(b.Norm("output_norm.weight", spec.n_embd));
   LLAMAY_RETURN_IF_ERROR(b.Matrix("output.weight", spec.n_vocab, spec.n_embd, 3.0f));
   for (uint32_t i = 0; i < spec.n_layer; ++i) {
@@ -504,7 +555,8 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
         }
       } else if ((moe && !hybrid) || qwen35) {
         LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_q_norm.weight", olmoe ? spec.n_head * head_dim : head_dim));
-        LLAMAY_RETURN_IF_ERROR(b.Norm(p + "attn_k_norm.weight", olmoe ? spec.n_head_kv * head_dim : head_dim));
+        LLAMAY_RETURN_IF_ERROR(
+            b.Norm(p + "attn_k_norm.weight", olmoe ? spec.n_head_kv * head_dim : head_dim));
       }
     } else {
       LLAMAY_RETURN_IF_ERROR(qwen35 ? AddDeltaNet(b, p, spec) : AddMamba2(b, p, spec));
@@ -513,7 +565,8 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
         b.Norm(p + (gpt_oss || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"), spec.n_embd));
     if (moe) {
       // The router's gain spreads its logits (std ~2) so that the choice of experts is clear-cut.
-      LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_inp.weight", 0, spec.n_expert, spec.n_embd, 2.0f, TensorType::kF32));
+      LLAMAY_RETURN_IF_ERROR(
+          b.Slabs(p + "ffn_gate_inp.weight", 0, spec.n_expert, spec.n_embd, 2.0f, TensorType::kF32));
       const uint32_t X = spec.n_expert, F = spec.n_ff_expert, E = spec.n_embd;
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_gate_exps.weight", X, F, E, 1.0f, spec.type));
       LLAMAY_RETURN_IF_ERROR(b.Slabs(p + "ffn_up_exps.weight", X, F, E, 1.0f, spec.type));
@@ -527,8 +580,9 @@ Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec) {
       if (spec.n_ff_shared != 0) {
         const uint32_t S = spec.n_ff_shared;
         // [n_embd], one row of variance 1/n_embd, as the published files have it (1-D); Granite's is ungated.
-        if (qwen2moe)
-          LLAMAY_RETURN_IF_ERROR(b.Vector(p + "ffn_gate_inp_shexp.weight", {E}, 0.0f, std::sqrt(3.0f / static_cast<float>(E))));
+        if (qwen2moe || qwen35moe)
+          LLAMAY_RETURN_IF_ERROR(
+              b.Vector(p + "ffn_gate_inp_shexp.weight", {E}, 0.0f, std::sqrt(3.0f / static_cast<float>(E))));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_shexp.weight", S, E));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_up_shexp.weight", S, E));
         LLAMAY_RETURN_IF_ERROR(b.Matrix(p + "ffn_down_shexp.weight", E, S));

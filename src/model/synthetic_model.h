@@ -52,7 +52,16 @@ class File;
 
 namespace llamay::model {
 
-enum class SyntheticArch : uint8_t { kLlama, kGraniteHybrid, kQwen3Moe, kQwen2Moe, kGptOss, kOlmoe, kQwen35 };
+enum class SyntheticArch : uint8_t {
+  kLlama,
+  kGraniteHybrid,
+  kQwen3Moe,
+  kQwen2Moe,
+  kGptOss,
+  kOlmoe,
+  kQwen35,
+  kQwen35Moe
+};
 
 struct SyntheticSpec {
   SyntheticArch arch = SyntheticArch::kLlama;
@@ -67,19 +76,19 @@ struct SyntheticSpec {
   // Byte tokens for newline and printable ASCII only (the demo model), instead of all 256 bytes.
   bool ascii_bytes_only = false;
   uint64_t seed = 0x11A3A7;
-  // granitehybrid and qwen35: which layers are attention (see the header comment), and the recurrent
-  // geometry (ssm.* keys): d_inner = ssm_n_head * head size, ssm_n_group divides ssm_n_head. Mamba-2: heads,
-  // groups and state size; the delta net: value heads, key heads and the key head size.
+  // granitehybrid, qwen35 and qwen35moe: which layers are attention (see the header comment), and the
+  // recurrent geometry (ssm.* keys): d_inner = ssm_n_head * head size, ssm_n_group divides ssm_n_head.
+  // Mamba-2: heads, groups and state size; the delta net: value heads, key heads and the key head size.
   uint32_t attention_every = 4;
   uint32_t ssm_d_inner = 2048;
   uint32_t ssm_d_state = 128;
   uint32_t ssm_n_head = 32;
   uint32_t ssm_n_group = 1;
   uint32_t ssm_d_conv = 4;
-  // The MoE shapes and qwen35: head_dim (0: n_embd / n_head); the MoE shapes: the experts (qwen2moe: the
-  // shared one's width too).
+  // The MoE shapes and qwen35: head_dim (0: n_embd / n_head); the MoE shapes: the experts (qwen2moe,
+  // qwen35moe and granitehybrid with experts: the shared one's width too).
   uint32_t head_dim = 0;
-  // qwen35 only: rotated dims per head (0: head_dim / 4, Qwen3.5's partial_rotary_factor 0.25).
+  // qwen35 and qwen35moe only: rotated dims per head (0: head_dim / 4, Qwen3.5's partial_rotary_factor 0.25).
   uint32_t n_rot = 0;
   uint32_t n_expert = 8;
   uint32_t n_expert_used = 2;
@@ -134,6 +143,12 @@ SyntheticSpec GptOssShape(TensorType type, uint32_t n_layer = 6);
 // (256 attention, 128 delta net) and add heads. About 400M parameters for 16 layers; its recurrent state is
 // 12 x 1.32 MiB per sequence (the conv window, the folded 16 x 128 x 128 state and the pending chunk).
 SyntheticSpec Qwen35Shape(TensorType type, uint32_t n_layer = 16);
+
+// Qwen3.5-35B-A3B's layer shape as we read its config: qwen35moe, vocab 32000, dim 2048, `n_layer` layers of
+// which every 4th is gated attention (16 / 2 KV heads of 256, 64 rotated dims) and the others gated delta
+// nets (16 key heads and 32 value heads of 128: d_inner 4096), each with 256 experts of 512, 8 used, and a
+// sigmoid-gated shared expert of 512, in `type`. About 0.8B parameters a layer, nearly all in the experts.
+SyntheticSpec Qwen35MoeShape(TensorType type, uint32_t n_layer = 4);
 
 Result<std::vector<uint8_t>> BuildSyntheticModel(const SyntheticSpec& spec);
 

@@ -35,11 +35,11 @@ class Binder {
     if (t == nullptr) return InvalidArgumentError("model: tensor '" + name + "' is missing");
     if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != slabs)
       return InvalidArgumentError("model: tensor '" + name + "' has dims " + Dims(t->dims) + ", expected [" +
-                                  std::to_string(cols) + ", " + std::to_string(rows) + ", " + std::to_string(slabs) +
-                                  "]");
+                                  std::to_string(cols) + ", " + std::to_string(rows) + ", " +
+                                  std::to_string(slabs) + "]");
     if (!IsSupportedMatrixType(t->type))
-      return UnimplementedError("model: tensor '" + name + "' has type " + std::string(TensorTypeName(t->type)) +
-                                ", which is not supported");
+      return UnimplementedError("model: tensor '" + name + "' has type " +
+                                std::string(TensorTypeName(t->type)) + ", which is not supported");
     Tensor out;
     out.type = t->type;
     out.data = t->data;
@@ -103,8 +103,10 @@ Status BindAttention(Binder& b, const std::string& p, const HParams& hp, LayerWe
   if (static_cast<bool>(l->bq) != static_cast<bool>(l->bk) ||
       static_cast<bool>(l->bq) != static_cast<bool>(l->bv))
     return UnimplementedError("model: " + p + "attn_{q,k,v}.bias must be all present or all absent");
-  LLAMAY_ASSIGN_OR_RETURN(l->q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.qk_norm_full ? Q : hp.head_dim, false, !hp.qk_norm));
-  LLAMAY_ASSIGN_OR_RETURN(l->k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.qk_norm_full ? KV : hp.head_dim, false, !hp.qk_norm));
+  LLAMAY_ASSIGN_OR_RETURN(
+      l->q_norm, b.Get(p + "attn_q_norm.weight", 1, hp.qk_norm_full ? Q : hp.head_dim, false, !hp.qk_norm));
+  LLAMAY_ASSIGN_OR_RETURN(
+      l->k_norm, b.Get(p + "attn_k_norm.weight", 1, hp.qk_norm_full ? KV : hp.head_dim, false, !hp.qk_norm));
   if (static_cast<bool>(l->q_norm) != static_cast<bool>(l->k_norm))
     return UnimplementedError("model: " + p + "attn_{q,k}_norm must be both present or both absent");
   return Status::Ok();
@@ -141,7 +143,9 @@ Status BindDeltaNet(Binder& b, const std::string& p, const HParams& hp, LayerWei
 
 // Qwen3.5 and gpt-oss name the norm in front of their FFN post_attention_norm (llama.cpp: attn_post_norm).
 std::string FfnNormName(const HParams& hp) {
-  return hp.arch == Arch::kQwen35 || hp.arch == Arch::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight";
+  return hp.arch == Arch::kQwen35 || hp.arch == Arch::kQwen35Moe || hp.arch == Arch::kGptOss
+             ? "post_attention_norm.weight"
+             : "ffn_norm.weight";
 }
 
 Status BindFfn(Binder& b, const std::string& p, const HParams& hp, LayerWeights* l) {

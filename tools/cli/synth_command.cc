@@ -19,22 +19,26 @@ namespace llamay::cli {
 namespace {
 
 // Every type `--type all` writes: the ones llamay quantises to, in llama.cpp's naming.
-constexpr TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
-                                    TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ4_0, TensorType::kQ4_1,
-                                    TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K, TensorType::kQ3_K,
-                                    TensorType::kQ2_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS, TensorType::kMXFP4};
+constexpr TensorType kAllTypes[] = {
+    TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,   TensorType::kQ8_0,
+    TensorType::kQ5_0, TensorType::kQ5_1,   TensorType::kQ4_0,   TensorType::kQ4_1,
+    TensorType::kQ6_K, TensorType::kQ5_K,   TensorType::kQ4_K,   TensorType::kQ3_K,
+    TensorType::kQ2_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS, TensorType::kMXFP4};
 
 struct SynthOptions {
   std::string output;
   std::string type = "q8_0";
-  std::string shape = "peer";  // peer | hybrid | hybrid-moe | qwen35 | qwen3moe | qwen2moe | olmoe | gpt-oss
+  std::string shape =
+      "peer";  // peer | hybrid | hybrid-moe | qwen35 | qwen35moe | qwen3moe | qwen2moe | olmoe | gpt-oss
   std::string name;
   // Overrides of the shape's dimensions (0: the shape's own).
   uint32_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
   uint32_t head_dim = 0;                                                       // the MoE shapes and qwen35
   uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_ff_shared = 0;  // the MoE shapes
   uint32_t ssm_d_inner = 0;                                                    // the hybrid shapes
-  uint32_t window = 0;                                                                      // gpt-oss
+  // The recurrent layers' geometry and the layer pattern: the hybrid shapes and qwen35(moe).
+  uint32_t ssm_n_head = 0, ssm_n_group = 0, ssm_d_state = 0, attention_every = 0;
+  uint32_t window = 0;  // gpt-oss
   uint64_t seed = 0;
   // A GGUF whose tokenizer the model takes, "bytes" for the byte vocabulary; empty: the default
   // (DefaultTokenizerPath).
@@ -50,7 +54,8 @@ std::string DefaultTokenizerPath() {
   namespace fs = std::filesystem;
   const fs::path rel = fs::path("ref") / "vocab" / "ggml-vocab-llama-spm.gguf";
   std::vector<fs::path> shared;
-  if (const char* env = std::getenv("LLAMAY_SHARED_DIR"); env != nullptr && *env != '\0') shared.emplace_back(env);
+  if (const char* env = std::getenv("LLAMAY_SHARED_DIR"); env != nullptr && *env != '\0')
+    shared.emplace_back(env);
   shared.emplace_back(fs::path("..") / "shared");
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -70,9 +75,10 @@ Result<std::optional<gguf::File>> OpenTokenizer(const SynthOptions& o, std::stri
   if (path.empty()) {
     path = DefaultTokenizerPath();
     if (path.empty()) {
-      std::fprintf(stderr,
-                   "note: no reference vocabulary found (../shared/ref/vocab/ggml-vocab-llama-spm.gguf); writing "
-                   "the byte vocabulary, about 7 tokens a word (--tokenizer FILE to give one)\n");
+      std::fprintf(
+          stderr,
+          "note: no reference vocabulary found (../shared/ref/vocab/ggml-vocab-llama-spm.gguf); writing "
+          "the byte vocabulary, about 7 tokens a word (--tokenizer FILE to give one)\n");
       *what = "byte vocabulary";
       return std::optional<gguf::File>();
     }
@@ -97,6 +103,8 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::HybridMoeShape(type);
   } else if (o.shape == "qwen35") {
     s = model::Qwen35Shape(type);
+  } else if (o.shape == "qwen35moe") {
+    s = model::Qwen35MoeShape(type);
   } else if (o.shape == "qwen3moe") {
     s = model::Qwen3MoeShape(type);
   } else if (o.shape == "qwen2moe") {
@@ -107,21 +115,29 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
     s = model::GptOssShape(type);
   } else {
     std::string msg =
-        "--shape must be peer, hybrid, hybrid-moe, qwen35, qwen3moe, qwen2moe, olmoe or gpt-oss, got '";
+        "--shape must be peer, hybrid, hybrid-moe, qwen35, qwen35moe, qwen3moe, qwen2moe, olmoe or gpt-oss, "
+        "got '";
     msg.append(o.shape).append("'");
     return InvalidArgumentError(msg);
   }
   const bool moe = s.arch == model::SyntheticArch::kQwen3Moe || s.arch == model::SyntheticArch::kQwen2Moe ||
-                   s.arch == model::SyntheticArch::kGptOss || s.arch == model::SyntheticArch::kOlmoe || s.granite_experts;
-  const bool qwen35 = s.arch == model::SyntheticArch::kQwen35;
+                   s.arch == model::SyntheticArch::kGptOss || s.arch == model::SyntheticArch::kOlmoe ||
+                   s.arch == model::SyntheticArch::kQwen35Moe || s.granite_experts;
+  const bool qwen35 = s.arch == model::SyntheticArch::kQwen35 || s.arch == model::SyntheticArch::kQwen35Moe;
+  const bool recurrent = qwen35 || s.arch == model::SyntheticArch::kGraniteHybrid;
   if (!moe && (o.n_expert || o.n_expert_used || o.n_ff_expert || o.n_ff_shared))
     return InvalidArgumentError(
         "--experts, --experts-used, --expert-ffn and --shared-ffn are for the MoE shapes "
-        "(hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss)");
+        "(hybrid-moe, qwen35moe, qwen3moe, qwen2moe, olmoe, gpt-oss)");
   if (!moe && !qwen35 && o.head_dim)
     return InvalidArgumentError(
-        "--head-dim is for the MoE shapes (hybrid-moe, qwen3moe, qwen2moe, olmoe, gpt-oss) "
+        "--head-dim is for the MoE shapes (hybrid-moe, qwen35moe, qwen3moe, qwen2moe, olmoe, gpt-oss) "
         "and qwen35");
+  if (!recurrent && (o.ssm_n_head || o.ssm_n_group || o.ssm_d_state || o.attention_every))
+    return InvalidArgumentError(
+        "--ssm-heads, --ssm-groups, --ssm-state and --attention-every are for the shapes with recurrent "
+        "layers "
+        "(hybrid, hybrid-moe, qwen35, qwen35moe)");
   if (o.window != 0 && s.arch != model::SyntheticArch::kGptOss)
     return InvalidArgumentError("--window is for the gpt-oss shape");
   auto set = [](uint32_t v, uint32_t& field) {
@@ -144,6 +160,11 @@ Result<model::SyntheticSpec> SpecFor(const SynthOptions& o, TensorType type) {
   if (o.ssm_d_inner != 0 && s.arch != model::SyntheticArch::kGraniteHybrid)
     return InvalidArgumentError("--ssm-inner is for the hybrid shapes (hybrid, hybrid-moe)");
   set(o.ssm_d_inner, s.ssm_d_inner);
+  set(o.ssm_n_head, s.ssm_n_head);
+  set(o.ssm_n_group, s.ssm_n_group);
+  set(o.ssm_d_state, s.ssm_d_state);
+  set(o.attention_every, s.attention_every);
+  if (qwen35) s.ssm_d_inner = s.ssm_n_head * s.ssm_d_state;  // value heads as wide as key heads
   if (o.seed != 0) s.seed = o.seed;
   if (!o.name.empty()) s.name = o.name;
   return s;
@@ -168,8 +189,8 @@ Status WriteOne(const SynthOptions& o, TensorType type, const std::string& path)
   if (!bytes.ok()) return bytes.status();
   LLAMAY_RETURN_IF_ERROR(WriteFileAtomic(path, *bytes));
   std::printf("wrote %s (%s, %s, %s, %s: %u tokens)\n", path.c_str(), spec->name.c_str(),
-              std::string(TensorTypeName(type)).c_str(), FormatBytes(bytes->size()).c_str(), vocabulary.c_str(),
-              spec->n_vocab);
+              std::string(TensorTypeName(type)).c_str(), FormatBytes(bytes->size()).c_str(),
+              vocabulary.c_str(), spec->n_vocab);
   return Status::Ok();
 }
 
@@ -207,7 +228,8 @@ Result<TensorType> ParseWeightType(const std::string& name) {
 
 void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   auto demo_out = std::make_shared<std::string>();
-  CLI::App* demo = model_cmd.add_subcommand("demo", "Write the built-in demo model (synthetic weights) as GGUF");
+  CLI::App* demo =
+      model_cmd.add_subcommand("demo", "Write the built-in demo model (synthetic weights) as GGUF");
   demo->add_option("-o,--output", *demo_out, "Destination file")->required();
   demo->callback([demo_out, exit_code] {
     Status s = model::WriteDemoModel(*demo_out);
@@ -218,8 +240,10 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   auto o = std::make_shared<SynthOptions>();
   CLI::App* c = model_cmd.add_subcommand(
       "synth", "Write a GGUF model of a given shape with deterministic synthetic weights (for benchmarks)");
-  c->add_option("-o,--output", o->output, "Destination file (with --type all: an existing directory)")->required();
-  c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")->capture_default_str();
+  c->add_option("-o,--output", o->output, "Destination file (with --type all: an existing directory)")
+      ->required();
+  c->add_option("--type", o->type, "Weight type (f16, q8_0, q4_0, q4_K, ...) or 'all'")
+      ->capture_default_str();
   c->add_option(
        "--shape", o->shape,
        "peer: llama, vocab 32000, dim 1024, 8 layers, 16/8 heads, ffn 2816 (160M); hybrid: granitehybrid "
@@ -227,7 +251,11 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
        "experts (64 of "
        "512, 6 used, a shared expert of 1024); qwen35: Qwen3.5-0.8B's layer (dim 1024, every 4th layer "
        "gated attention of 8/2 heads of 256 with 64 rotated dims, the others gated delta nets of 16 key and "
-       "16 value heads of 128, ffn 3584), 16 layers; qwen3moe: Qwen3-30B-A3B's layer (dim 2048, "
+       "16 value heads of 128, ffn 3584), 16 layers; qwen35moe: Qwen3.5-35B-A3B's layer (dim 2048, every 4th "
+       "layer gated attention of 16/2 heads of 256, the others gated delta nets of 16 key and 32 value heads "
+       "of "
+       "128; 256 experts of 512, 8 used, a gated shared expert of 512), 4 layers; qwen3moe: Qwen3-30B-A3B's "
+       "layer (dim 2048, "
        "32/4 heads of 128, 128 experts of 768, 8 used), 8 layers; qwen2moe: Qwen1.5-MoE-A2.7B's layer (dim "
        "2048, "
        "16 heads of 128, 60 experts of 1408, 4 used, a shared expert of 5632), 8 layers; olmoe: "
@@ -237,13 +265,15 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
        "layers")
       ->capture_default_str();
   c->add_option("--name", o->name, "general.name of the file (default: the shape's)");
-  c->add_option("--vocab", o->n_vocab,
-                "Vocabulary size (default: the shape's, or the tokenizer's); alone, it implies --tokenizer bytes");
-  c->add_option("--tokenizer", o->tokenizer,
-                "A GGUF whose tokenizer to copy (vocabulary, scores or merges, special tokens), or 'bytes' for the "
-                "byte vocabulary (about 7 tokens a word). Default: ../shared/ref/vocab/ggml-vocab-llama-spm.gguf "
-                "(LLaMA's 32000 tokens) when found ($LLAMAY_SHARED_DIR, ../shared, or beside the checkout), "
-                "else bytes");
+  c->add_option(
+      "--vocab", o->n_vocab,
+      "Vocabulary size (default: the shape's, or the tokenizer's); alone, it implies --tokenizer bytes");
+  c->add_option(
+      "--tokenizer", o->tokenizer,
+      "A GGUF whose tokenizer to copy (vocabulary, scores or merges, special tokens), or 'bytes' for the "
+      "byte vocabulary (about 7 tokens a word). Default: ../shared/ref/vocab/ggml-vocab-llama-spm.gguf "
+      "(LLaMA's 32000 tokens) when found ($LLAMAY_SHARED_DIR, ../shared, or beside the checkout), "
+      "else bytes");
   c->add_option("--dim", o->n_embd, "Embedding width (default: the shape's)");
   c->add_option("--layers", o->n_layer, "Layers (default: the shape's)");
   c->add_option("--heads", o->n_head, "Attention heads (default: the shape's)");
@@ -254,11 +284,26 @@ void AddModelFileCommands(CLI::App& model_cmd, int* exit_code) {
   c->add_option("--experts", o->n_expert, "MoE shapes: experts per layer (default: the shape's)");
   c->add_option("--experts-used", o->n_expert_used, "MoE shapes: experts per token (default: the shape's)");
   c->add_option("--expert-ffn", o->n_ff_expert, "MoE shapes: each expert's FFN width (default: the shape's)");
-  c->add_option("--ssm-inner", o->ssm_d_inner,
-                "hybrid shapes: the Mamba-2 layers' inner width (default: the shape's; llama.cpp wants 2 x --dim)");
+  c->add_option(
+      "--ssm-inner", o->ssm_d_inner,
+      "hybrid shapes: the Mamba-2 layers' inner width (default: the shape's; llama.cpp wants 2 x --dim)");
   c->add_option("--shared-ffn", o->n_ff_shared,
-                "qwen2moe, hybrid-moe: the shared expert's FFN width (default: the shape's)");
-  c->add_option("--window", o->window, "gpt-oss: the even layers' sliding window (default: the shape's, 128)");
+                "qwen2moe, qwen35moe, hybrid-moe: the shared expert's FFN width (default: the shape's)");
+  c->add_option(
+      "--ssm-heads", o->ssm_n_head,
+      "hybrid shapes: Mamba-2 heads; qwen35(moe): the delta nets' value heads (default: the shape's)");
+  c->add_option(
+      "--ssm-groups", o->ssm_n_group,
+      "hybrid shapes: Mamba-2 groups; qwen35(moe): the delta nets' key heads, dividing the value heads "
+      "(default: the shape's)");
+  c->add_option(
+      "--ssm-state", o->ssm_d_state,
+      "hybrid shapes: Mamba-2 state size; qwen35(moe): the delta nets' head width (default: the shape's)");
+  c->add_option(
+      "--attention-every", o->attention_every,
+      "hybrid shapes and qwen35(moe): every Nth layer is attention, the others recurrent (default 4)");
+  c->add_option("--window", o->window,
+                "gpt-oss: the even layers' sliding window (default: the shape's, 128)");
   c->add_option("--seed", o->seed, "Weight seed (default: the shape's)");
   c->callback([o, exit_code] { *exit_code = RunSynth(*o); });
 }

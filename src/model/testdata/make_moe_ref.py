@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid,olmoe,gpt-oss}.json: llama.cpp's next-token distributions on small synthetic
+"""Writes moe_ref_{qwen3moe,qwen2moe,granitehybrid,qwen35moe,olmoe,gpt-oss}.json: llama.cpp's next-token distributions on small synthetic
 mixture-of-experts models, the references that moe_model_test.cc holds llamay's MoE path to.
 
 Each model is `llamay model synth --shape NAME` with the small dimensions below, f32 weights: its bytes
@@ -30,6 +30,11 @@ SHAPES = {
     "granitehybrid": ["--shape", "hybrid-moe", "--name", "tiny-granitemoe", "--type", "f32", "--vocab", "512",
                       "--dim", "128", "--ssm-inner", "256", "--layers", "4", "--heads", "4", "--kv-heads", "2", "--experts", "16",
                       "--experts-used", "4", "--expert-ffn", "64", "--shared-ffn", "96"],
+    # Qwen3.5's MoE (test_util::TinyQwen35Spec's layers: delta nets but layers 2 and 5) with a gated shared expert.
+    "qwen35moe": ["--shape", "qwen35moe", "--name", "tiny-qwen35moe", "--type", "f32", "--vocab", "512", "--dim", "128",
+                  "--layers", "6", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--ssm-heads", "4",
+                  "--ssm-groups", "2", "--ssm-state", "32", "--attention-every", "3", "--experts", "16",
+                  "--experts-used", "4", "--expert-ffn", "64", "--shared-ffn", "96"],
     # OLMoE: no grouped-query attention (llama.cpp's olmoe wants k_norm as wide as the embedding).
     "olmoe": ["--shape", "olmoe", "--name", "tiny-olmoe"] + [("4" if prev == "--kv-heads" else a)
                                                                for prev, a in zip([""] + COMMON, COMMON)],
