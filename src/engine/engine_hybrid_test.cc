@@ -26,7 +26,8 @@ std::unique_ptr<Engine> LoadEngine(const std::string& file, EngineOptions o = {}
 
 std::vector<int32_t> Tokens(size_t n, int salt) {
   std::vector<int32_t> p = {1};
-  for (size_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>(3 + (i * 37 + static_cast<size_t>(salt) * 11) % 500));
+  for (size_t i = 1; i < n; ++i)
+    p.push_back(static_cast<int32_t>(3 + (i * 37 + static_cast<size_t>(salt) * 11) % 500));
   return p;
 }
 
@@ -121,7 +122,8 @@ TEST_P(HybridEngine, APartialMatchResumesAtTheDeepestAlignedCheckpoint) {
 // tokens are a cold run's.
 TEST_P(HybridEngine, TheSamePromptAgainResumesWithOneTokenToRun) {
   auto e = LoadEngine(GetParam());
-  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "full or windowed attention resumes anywhere already";
+  if (!e->cache().groups().has_recurrent())
+    GTEST_SKIP() << "full or windowed attention resumes anywhere already";
   for (size_t n : {30u, 771u}) {
     SCOPED_TRACE(n);
     const std::vector<int32_t> p = Tokens(n, 4);
@@ -138,7 +140,8 @@ TEST_P(HybridEngine, TheSamePromptAgainResumesWithOneTokenToRun) {
 // one of them resumes there, not at the grid below it, and continues as a cold run does.
 TEST_P(HybridEngine, ARequestedCheckpointIsWhereADivergingPromptResumes) {
   auto e = LoadEngine(GetParam());
-  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "full or windowed attention resumes anywhere already";
+  if (!e->cache().groups().has_recurrent())
+    GTEST_SKIP() << "full or windowed attention resumes anywhere already";
   const std::vector<int32_t> system = Tokens(300, 5);  // past one grid checkpoint (256)
   std::vector<int32_t> a = system;
   const auto user_a = Tokens(40, 6);
@@ -183,7 +186,8 @@ TEST_P(HybridEngine, ASessionContinuesExactly) {
 // cannot roll back anywhere returns to a fork taken at admission.
 TEST_P(HybridEngine, AFailedSessionRequestHandsBackItsContextUnchanged) {
   auto e = LoadEngine(GetParam());
-  if (!e->cache().groups().has_recurrent()) GTEST_SKIP() << "the failure is provoked through a recurrent state";
+  if (!e->cache().groups().has_recurrent())
+    GTEST_SKIP() << "the failure is provoked through a recurrent state";
   auto made = e->Generate(Greedy(Tokens(40, 6), 0), /*keep_context=*/true);
   ASSERT_TRUE(made.ok());
   kv::Context ctx = std::move(made->context);
@@ -206,6 +210,26 @@ TEST_P(HybridEngine, AFailedSessionRequestHandsBackItsContextUnchanged) {
   EXPECT_EQ(ev.context.tokens(), came);
   EXPECT_EQ(ev.context.bytes(), bytes);
   EXPECT_EQ(std::vector<uint8_t>(ev.context.StateData(), ev.context.StateData() + state.size()), state);
+}
+
+// A prompt whose checkpoints (one every 256 positions, and at its end) would not all fit in memory with its
+// KV: with nothing else to evict, the request gives up its own checkpoints as it goes, least loss first, and
+// completes, with a cold run's tokens. (Before, it failed with "kv cache memory exhausted".)
+TEST_P(HybridEngine, APromptWhoseCheckpointsDoNotFitGivesSomeUpAndCompletes) {
+  auto roomy = LoadEngine(GetParam());
+  if (!roomy->cache().groups().has_recurrent()) GTEST_SKIP() << "no recurrent state";
+  const kv::KvLayout& l = roomy->cache().layout();
+  const std::vector<int32_t> prompt = Tokens(1300, 4);  // checkpoints at 256, ..., 1280, 1299 and 1300
+  auto want = roomy->Generate(Greedy(prompt, 4));
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  // The KV of every position and three states (the live slot and two checkpoints): not seven.
+  EngineOptions o;
+  o.kv_memory_bytes = ((prompt.size() + 4) / l.page_tokens + 2) * l.page_bytes() + 3 * l.recurrent_bytes();
+  auto tight = LoadEngine(GetParam(), o);
+  auto got = tight->Generate(Greedy(prompt, 4));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->tokens, want->tokens);
+  EXPECT_LE(tight->cache().Stats().bytes_live, o.kv_memory_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridEngine,

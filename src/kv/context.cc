@@ -65,18 +65,57 @@ const KvLayout& Context::layout() const {
 Cache* Context::cache() const { return s_ ? s_->cache : nullptr; }
 
 Status Context::Writable(ContextState* s, Page** page) {
-  Page* old = *page;
-  // acquire: pairs with the release in ReleasePages, so reads by a holder that has let go happen
-  // before our writes.
-  if (old->refs.load(std::memory_order_acquire) == 1) return Status::Ok();
   Cache* cache = s->cache;
-  LLAMAY_ASSIGN_OR_RETURN(Page * fresh, cache->AllocatePage(old->bytes, /*zero=*/false, old->state));
-  std::memcpy(fresh->data, old->data, old->bytes);
-  cache->copies_.fetch_add(1, std::memory_order_relaxed);
-  *page = fresh;
-  Page* drop[1] = {old};
-  cache->ReleasePages(drop);
-  return Status::Ok();
+  for (;;) {
+    Page* old = *page;
+    // acquire: pairs with the release in ReleasePages, so reads by a holder that has let go happen
+    // before our writes.
+    if (old->refs.load(std::memory_order_acquire) == 1) return Status::Ok();
+    auto fresh = cache->AllocatePage(old->bytes, /*zero=*/false, old->state);
+    if (!fresh.ok()) {
+      // Giving up a checkpoint frees memory, or (the one that shares the live slot) makes the copy needless.
+      if (fresh.status().code() == StatusCode::kResourceExhausted && ReleaseOwnCheckpoint(s)) continue;
+      return fresh.status();
+    }
+    std::memcpy((*fresh)->data, old->data, old->bytes);
+    cache->copies_.fetch_add(1, std::memory_order_relaxed);
+    *page = *fresh;
+    Page* drop[1] = {old};
+    cache->ReleasePages(drop);
+    return Status::Ok();
+  }
+}
+
+Result<Page*> Context::Allocate(ContextState* s, size_t bytes, bool zero, bool state) {
+  for (;;) {
+    auto page = s->cache->AllocatePage(bytes, zero, state);
+    if (page.ok() || page.status().code() != StatusCode::kResourceExhausted || !ReleaseOwnCheckpoint(s))
+      return page;
+  }
+}
+
+bool Context::ReleaseOwnCheckpoint(ContextState* s) {
+  std::vector<internal::Checkpoint>& cps = s->checkpoints;
+  const size_t n = cps.size();
+  auto own = [&](size_t i) {
+    const uint32_t refs = cps[i].state->refs.load(std::memory_order_acquire);
+    return refs == 1 || (refs == 2 && cps[i].state == s->state);
+  };
+  // Least loss first: without checkpoint i, a resume there starts from the one before it and recomputes
+  // the gap between them. Ties: the middle ones, oldest first, then the first, then the newest.
+  auto rank = [&](size_t i) { return i == 0 ? n : i + 1 == n ? n + 1 : i; };
+  size_t best = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (!own(i)) continue;
+    const size_t gap = cps[i].pos - (i == 0 ? 0 : cps[i - 1].pos);
+    const size_t best_gap = best == n ? 0 : cps[best].pos - (best == 0 ? 0 : cps[best - 1].pos);
+    if (best == n || gap < best_gap || (gap == best_gap && rank(i) < rank(best))) best = i;
+  }
+  if (best == n) return false;
+  Page* drop[1] = {cps[best].state};
+  cps.erase(cps.begin() + static_cast<std::ptrdiff_t>(best));
+  s->cache->ReleasePages(drop);
+  return true;
 }
 
 Status Context::Append(std::span<const int32_t> tokens) { return AppendImpl(tokens, false); }
@@ -104,7 +143,7 @@ Status Context::AppendImpl(std::span<const int32_t> tokens, bool caller_overwrit
   std::vector<std::vector<Page*>> fresh(n_groups);
   for (size_t g = 0; g < n_groups; ++g) {
     for (size_t i = 0; i < need; ++i) {
-      auto page = s_->cache->AllocatePage(groups.attention[g].page_bytes, /*zero=*/!caller_overwrites);
+      auto page = Allocate(s_, groups.attention[g].page_bytes, /*zero=*/!caller_overwrites);
       if (!page.ok()) {
         for (auto& f : fresh) s_->cache->ReleasePages(f);
         return page.status();
@@ -183,8 +222,8 @@ Status Context::ReadRow(size_t pos, uint32_t layer, KvKind kind, std::span<float
   LLAMAY_ASSIGN_OR_RETURN(LayerSlot slot, CheckRowArgs(s_, pos, layer, out.size()));
   const KvLayout& layout = s_->cache->layout();
   const size_t P = layout.page_tokens;
-  const uint8_t* src =
-      s_->pages[slot.group][pos / P]->data + layout.RowOffset(slot.index, kind, static_cast<uint32_t>(pos % P));
+  const uint8_t* src = s_->pages[slot.group][pos / P]->data +
+                       layout.RowOffset(slot.index, kind, static_cast<uint32_t>(pos % P));
   internal::DecodeRow(layout.precision, src, layout.row_elems(), out.data());
   return Status::Ok();
 }
@@ -216,15 +255,17 @@ namespace {
 // reads, [n - w + 1, n), still held.
 Status CheckRollback(const internal::ContextState& s, size_t n) {
   if (n > s.tokens.size())
-    return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " + std::to_string(s.tokens.size()));
+    return OutOfRangeError("rollback to " + std::to_string(n) + " beyond context of " +
+                           std::to_string(s.tokens.size()));
   const StateGroups& groups = s.cache->groups();
   for (size_t g = 0; g < groups.attention.size(); ++g) {
     const size_t w = groups.attention[g].window;
     if (w == 0 || n == 0) continue;
     const size_t first = n >= w ? n - w + 1 : 0;
     if (first < s.floor[g])
-      return FailedPreconditionError("cannot roll back to position " + std::to_string(n) + ": the window of " +
-                                     std::to_string(w) + " positions before it was released");
+      return FailedPreconditionError("cannot roll back to position " + std::to_string(n) +
+                                     ": the window of " + std::to_string(w) +
+                                     " positions before it was released");
   }
   return Status::Ok();
 }
@@ -255,10 +296,10 @@ Status Context::Rollback(size_t n) {
     if (n != 0 && it == s_->checkpoints.end()) {
       std::string have;
       for (const auto& c : s_->checkpoints) have += (have.empty() ? "" : ", ") + std::to_string(c.pos);
-      return FailedPreconditionError("cannot roll back a recurrent state from position " +
-                                     std::to_string(s_->state_pos) + " to " + std::to_string(n) +
-                                     ": no checkpoint there (checkpoints at: " + (have.empty() ? "none" : have) +
-                                     ")");
+      return FailedPreconditionError(
+          "cannot roll back a recurrent state from position " + std::to_string(s_->state_pos) + " to " +
+          std::to_string(n) + ": no checkpoint there (checkpoints at: " + (have.empty() ? "none" : have) +
+          ")");
     }
     if (n != 0) {
       restore = it->state;
@@ -286,7 +327,8 @@ Result<uint8_t*> Context::MutableState() {
   const StateGroups& groups = s_->cache->groups();
   if (!groups.has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
   if (s_->state == nullptr) {
-    LLAMAY_ASSIGN_OR_RETURN(s_->state, s_->cache->AllocatePage(groups.recurrent.page_bytes, /*zero=*/true, /*state=*/true));
+    LLAMAY_ASSIGN_OR_RETURN(s_->state,
+                            Allocate(s_, groups.recurrent.page_bytes, /*zero=*/true, /*state=*/true));
     return s_->state->data;
   }
   LLAMAY_RETURN_IF_ERROR(Writable(s_, &s_->state));
@@ -303,11 +345,13 @@ Status Context::CommitState(size_t n) {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
   std::unique_lock l(s_->mu);
-  if (!s_->cache->groups().has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
+  if (!s_->cache->groups().has_recurrent())
+    return FailedPreconditionError("the layout has no recurrent layer");
   if (n < s_->state_pos || n > s_->tokens.size())
     return OutOfRangeError("commit of the state at " + std::to_string(n) + " outside [" +
                            std::to_string(s_->state_pos) + ", " + std::to_string(s_->tokens.size()) + "]");
-  if (n > 0 && s_->state == nullptr) return FailedPreconditionError("commit of a state that was never written");
+  if (n > 0 && s_->state == nullptr)
+    return FailedPreconditionError("commit of a state that was never written");
   s_->state_pos = n;
   return Status::Ok();
 }
@@ -316,7 +360,8 @@ Status Context::Checkpoint() {
   LLAMAY_CHECK(s_) << "use of an empty Context";
   LLAMAY_CHECK(!s_->tree_owned) << "a prefix-tree context is immutable";
   std::unique_lock l(s_->mu);
-  if (!s_->cache->groups().has_recurrent()) return FailedPreconditionError("the layout has no recurrent layer");
+  if (!s_->cache->groups().has_recurrent())
+    return FailedPreconditionError("the layout has no recurrent layer");
   if (s_->state_pos == 0) return Status::Ok();
   if (!s_->checkpoints.empty() && s_->checkpoints.back().pos == s_->state_pos) return Status::Ok();
   s_->state->refs.fetch_add(1, std::memory_order_relaxed);

@@ -19,6 +19,10 @@
 //   - Rollback(n) is the one undo. Attention positions can go back anywhere their window's KV is still
 //     held; a recurrent state cannot be rolled back, so a rollback below state_position() needs a
 //     checkpoint at exactly n and is refused otherwise.
+//   - Memory: a page this context needs is taken from the cache, which evicts the prefix tree's entries and
+//     checkpoints to make room. When nothing there is left to evict, the context gives up its own
+//     checkpoints that no one else holds, one at a time (ReleaseOwnCheckpoint's order), before it fails
+//     with ResourceExhausted. Those it gave up stay given up, as the tree's evictions do.
 //
 // Thread-safety: a Context has a single owner, and the library enforces it: every mutation takes the
 // context's lock exclusively and every read (ReadRow, Fork, snapshot, Cache::Retain) takes it shared, so
@@ -58,7 +62,7 @@ class Context {
   bool valid() const { return s_ != nullptr; }
   // A number unique within the cache for the cache's lifetime.
   uint64_t id() const;
-  size_t size() const;  // positions
+  size_t size() const;     // positions
   size_t n_pages() const;  // KV pages held, every attention group
   // Bytes this context holds (shared or not): its KV pages, its live recurrent slot and its checkpoints.
   size_t bytes() const;
@@ -136,6 +140,16 @@ class Context {
   // Makes *page private to `s`: copies the page if its refcount is above one (a KV page of a group or
   // the recurrent slot). The only function in kv/ that copies a page. REQUIRES: s->mu held exclusively.
   static Status Writable(internal::ContextState* s, internal::Page** page);
+  // A page from the cache; when the cache has nothing left to evict, gives up own checkpoints
+  // (ReleaseOwnCheckpoint) and tries again. REQUIRES: s->mu held exclusively.
+  static Result<internal::Page*> Allocate(internal::ContextState* s, size_t bytes, bool zero,
+                                          bool state = false);
+  // Releases one checkpoint whose state page only this context holds (a reference from its checkpoint list,
+  // and perhaps one from its live slot): the one whose loss costs least, that is the fewest positions since
+  // the checkpoint before it (what a resume there would recompute); of equal ones the middle ones first,
+  // oldest first, then the first, then the newest, so a prompt's start and its end stay longest. False
+  // when there is none. REQUIRES: s->mu held exclusively.
+  static bool ReleaseOwnCheckpoint(internal::ContextState* s);
   // Drops positions [n, size()) from every group and checkpoints past n; no checks (the state is the
   // caller's). REQUIRES: s->mu held exclusively.
   static void DropTail(internal::ContextState* s, size_t n);

@@ -24,7 +24,9 @@ constexpr size_t kLayerState = 32;
 KvLayout HybridLayout(uint32_t page_tokens = 4) {
   KvLayout l = testing_util::SmallLayout(page_tokens);
   l.n_layers = 4;
-  l.layer_specs = {{LayerKind::kAttention, 0}, {LayerKind::kRecurrent, 0}, {LayerKind::kAttention, 8},
+  l.layer_specs = {{LayerKind::kAttention, 0},
+                   {LayerKind::kRecurrent, 0},
+                   {LayerKind::kAttention, 8},
                    {LayerKind::kRecurrent, 0}};
   l.recurrent_layer_bytes = kLayerState;
   l.checkpoint_tokens = page_tokens;
@@ -409,6 +411,63 @@ TEST(Hybrid, TheBudgetCountsStatesAndCheckpoints) {
   EXPECT_EQ(st.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(StateTag(b), 1) << "a failed copy leaves the shared state";
   EXPECT_LE(cache->Stats().bytes_live, l.page_bytes() + state + state / 2);
+  ExpectInvariants(*cache);
+}
+
+// With nothing left in the tree to evict, a context that needs memory gives up checkpoints only it holds,
+// the one whose loss costs least first (the fewest positions since the checkpoint before it; ties: middle,
+// then first, then newest), one at a time, and never one another context shares.
+TEST(Hybrid, UnderMemoryPressureAContextGivesUpItsOwnCheckpointsLeastLossFirst) {
+  const KvLayout l = HybridLayout(8);
+  // Checkpoints at 4, 8, 10, 16 and 17 (the last shares the live slot); 17 positions fill 3 of 8-token pages.
+  auto build = [](Cache& cache) {
+    Context c = cache.NewContext();
+    uint8_t tag = 0;
+    for (size_t n : {4, 4, 2, 6, 1}) {
+      EXPECT_TRUE(c.Append(Iota(n, static_cast<int32_t>(c.size()))).ok());
+      Advance(c, ++tag);
+      EXPECT_TRUE(c.Checkpoint().ok());
+    }
+    return c;
+  };
+  size_t full = 0;
+  {
+    auto roomy = MakeCache(l);
+    Context c = build(*roomy);
+    full = roomy->Stats().bytes_live;
+  }
+  auto cache = MakeCache(l, 0, full);  // not a byte to spare once built
+  Context c = build(*cache);
+  ASSERT_EQ(c.CheckpointPositions(), (std::vector<size_t>{4, 8, 10, 16, 17}));
+  // A write to the live slot would copy it: 17 goes (1 position since 16), and then no copy is needed.
+  ASSERT_TRUE(c.Append(Iota(1, 17)).ok());
+  Advance(c, 6);
+  EXPECT_EQ(c.CheckpointPositions(), (std::vector<size_t>{4, 8, 10, 16}));
+  ASSERT_TRUE(c.Checkpoint().ok());  // at 18, sharing the live slot
+  // Next: 10 and 18 would each cost 2 positions; the middle one goes first, and the copy then fits.
+  ASSERT_TRUE(c.Append(Iota(1, 18)).ok());
+  Advance(c, 7);
+  EXPECT_EQ(c.CheckpointPositions(), (std::vector<size_t>{4, 8, 16, 18}));
+  ASSERT_TRUE(c.Checkpoint().ok());  // at 19
+  ExpectInvariants(*cache);
+  // A fork shares every checkpoint and the live slot: the context has none of its own to give up, fails, and
+  // keeps all of them and its state.
+  {
+    Context f = c.Fork();
+    auto st = c.MutableState();
+    EXPECT_EQ(st.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_EQ(c.CheckpointPositions(), (std::vector<size_t>{4, 8, 16, 18, 19}));
+    EXPECT_EQ(f.CheckpointPositions(), (std::vector<size_t>{4, 8, 16, 18, 19}));
+    EXPECT_EQ(StateTag(c), 7);
+    ExpectInvariants(*cache);
+  }
+  // The fork gone, 19 (1 position since 18) is the context's own again, and goes.
+  Advance(c, 8);
+  EXPECT_EQ(c.CheckpointPositions(), (std::vector<size_t>{4, 8, 16, 18}));
+  // Every kept checkpoint still rolls back to its own state.
+  ASSERT_TRUE(c.Rollback(16).ok());
+  EXPECT_EQ(StateTag(c), 4);
+  EXPECT_LE(cache->Stats().bytes_live, full);
   ExpectInvariants(*cache);
 }
 
