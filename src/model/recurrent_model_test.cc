@@ -160,8 +160,9 @@ class RecurrentDeterminism : public testing::TestWithParam<const char*> {
     prompt_ = Prompt(300, 7);
     V_ = model_->hparams().n_vocab;
   }
-  // "synth-qwen35-<type>" and "synth-qwen35moe-<type>": TinyQwen35Spec, or TinyMoeSpec's qwen35moe (the same
-  // layers with experts), in that weight type, built in memory; otherwise a reference file.
+  // "synth-qwen35-<type>", "synth-qwen35moe-<type>" and "synth-granitemoe-<type>": TinyQwen35Spec, or
+  // TinyMoeSpec's qwen35moe (the same layers with experts) or Granite 4.0-H with experts, in that weight
+  // type, built in memory; otherwise a reference file.
   bool Synthetic() const { return std::string(GetParam()).starts_with(kSynth); }
   Result<std::unique_ptr<Model>> LoadModel(int threads = 0) const {
     if (!Synthetic()) return Model::Load(kModels + GetParam() + ".gguf", threads);
@@ -170,8 +171,10 @@ class RecurrentDeterminism : public testing::TestWithParam<const char*> {
     const auto type = TensorTypeFromName(rest.substr(dash + 1));
     if (dash == std::string::npos || !type)
       return InvalidArgumentError("unknown type in " + std::string(GetParam()));
-    const SyntheticSpec spec = rest.substr(0, dash) == "qwen35moe"
-                                   ? test_util::TinyMoeSpec(*type, SyntheticArch::kQwen35Moe)
+    const std::string arch = rest.substr(0, dash);
+    const SyntheticSpec spec = arch == "qwen35moe" ? test_util::TinyMoeSpec(*type, SyntheticArch::kQwen35Moe)
+                               : arch == "granitemoe"
+                                   ? test_util::TinyMoeSpec(*type, SyntheticArch::kGraniteHybrid)
                                    : TinyQwen35Spec(*type);
     LLAMAY_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, BuildSyntheticModel(spec));
     LLAMAY_ASSIGN_OR_RETURN(gguf::File file, gguf::File::FromBuffer(std::move(bytes)));
@@ -468,7 +471,8 @@ TEST(RecurrentLegacy, SnapshotsOfThePerTokenScansStillLoadAndContinue) {
 INSTANTIATE_TEST_SUITE_P(Models, RecurrentDeterminism,
                          testing::Values("tiny-mamba2-f32", "tiny-mamba2-q8_0", "tiny-granitehybrid-f32",
                                          "tiny-granitehybrid-q8_0", "tiny-qwen35-f32", "tiny-qwen35-q8_0",
-                                         "synth-qwen35-f32", "synth-qwen35-q8_0", "synth-qwen35moe-q8_0"),
+                                         "synth-qwen35-f32", "synth-qwen35-q8_0", "synth-qwen35moe-q8_0",
+                                         "synth-granitemoe-q8_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)
