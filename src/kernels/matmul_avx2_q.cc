@@ -5,6 +5,7 @@
 // d_w * d_a and added to an accumulator of eight rows: vec_dot.h's canonical order, with the float work done
 // once per block for eight pairs.
 #if defined(__x86_64__)
+#include <array>
 #include <cstddef>
 #include <vector>
 
@@ -313,6 +314,30 @@ struct PackedLut : PackedQ8_0 {
   }
 };
 
+// MXFP4, whose grid values (doubled) are at most 12 in magnitude: the value + 12, unsigned, packed as
+// PackedNibbles packs Q5_0's five bits, so its sums are theirs (four vpmaddubsw added in int16 before one
+// vpmaddwd: 4 x 2 x 24 x 127 = 24384) less 12 x sum(a). The sign trick of PackedLut costs a vpsignb and a
+// vpmaddwd per vpmaddubsw; the block sums are the same exact integers, so the bits are too.
+inline constexpr int kMxfp4Offset = 12;
+inline constexpr std::array<int8_t, 16> kMxfp4Shifted = [] {
+  std::array<int8_t, 16> g{};
+  for (int i = 0; i < 16; ++i)
+    g[static_cast<size_t>(i)] = static_cast<int8_t>(kMxfp4Values[i] + kMxfp4Offset);
+  return g;
+}();
+struct PackedMxfp4 : PackedNibbles<BlockMXFP4, kMxfp4Offset, true> {
+  LLAMAY_AVX2_INLINE static void Pack(const uint8_t* const* w, int64_t b, Packed* out) {
+    const __m256i grid = LoadGrid(kMxfp4Shifted.data());
+    __m256i v[8];
+    for (int r = 0; r < 8; ++r)
+      v[r] =
+          _mm256_shuffle_epi8(grid, avx2::UnpackNibbles16(reinterpret_cast<const BlockMXFP4*>(w[r])[b].qs));
+    Transpose8x8Epi32(v);
+    for (int j = 0; j < 8; ++j) out->k[j] = v[j];
+    out->d = Scales8<BlockMXFP4>(w, b);
+  }
+};
+
 // 8 packed rows x T tokens; off[t * nb + b] = kOffset x the sum of token t's block b.
 template <class P, int T>
 LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, size_t as, const int32_t* off,
@@ -429,8 +454,7 @@ LLAMAY_AVX2 void TileAvx2IQ4_NL(const uint8_t* w, size_t ws, int64_t n_rows, con
 
 LLAMAY_AVX2 void TileAvx2MXFP4(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
                                int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
-  TileQ8Act<LutTraits<BlockMXFP4, kMxfp4Values>, PackedLut<BlockMXFP4, kMxfp4Values>>(w, ws, n_rows, act, as,
-                                                                                      n_tokens, n_in, y, ys);
+  TileQ8Act<LutTraits<BlockMXFP4, kMxfp4Values>, PackedMxfp4>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
 }
 
 // Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered;
