@@ -210,6 +210,71 @@ TEST(MoeHParams, AMultiTokenPredictionBlockIsNotRun) {
       << none.status().ToString();
 }
 
+// llama.cpp's --fuse-gate-up-exps writes each layer's gate and up experts as one ffn_gate_up_exps tensor (per
+// expert, its gate rows then its up rows). Such a file gives the bits of the file with them apart, on a
+// model with expert biases (gpt-oss, which keeps its gate and up biases apart) and one without.
+TEST(MoeHParams, FusedGateUpExpertsGiveTheSameBitsAsSeparateOnes) {
+  for (SyntheticArch arch : {SyntheticArch::kQwen3Moe, SyntheticArch::kGptOss}) {
+    SCOPED_TRACE(arch == SyntheticArch::kGptOss ? "gpt-oss" : "qwen3moe");
+    auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, arch));
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    auto f = gguf::File::FromBuffer(*bytes);
+    ASSERT_TRUE(f.ok());
+    std::vector<std::string> apart;
+    std::vector<std::vector<uint8_t>> fused_bytes;  // kept alive until the file is written
+    auto fuse = [&](gguf::Writer& w) {
+      for (uint32_t l = 0; l < 3; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const gguf::TensorInfo* g = f->FindTensor(p + "ffn_gate_exps.weight");
+        const gguf::TensorInfo* u = f->FindTensor(p + "ffn_up_exps.weight");
+        ASSERT_TRUE(g != nullptr && u != nullptr);
+        const size_t slab = g->n_bytes / static_cast<size_t>(g->dims[2]);
+        std::vector<uint8_t>& out = fused_bytes.emplace_back();
+        for (int64_t e = 0; e < g->dims[2]; ++e) {
+          out.insert(out.end(), g->data + e * slab, g->data + (e + 1) * slab);
+          out.insert(out.end(), u->data + e * slab, u->data + (e + 1) * slab);
+        }
+        ASSERT_TRUE(w.AddTensor(p + "ffn_gate_up_exps.weight", {g->dims[0], 2 * g->dims[1], g->dims[2]},
+                                g->type, std::span<const uint8_t>(out))
+                        .ok());
+        apart.push_back(p + "ffn_gate_exps.weight");
+        apart.push_back(p + "ffn_up_exps.weight");
+      }
+    };
+    std::vector<uint8_t> fused = test_util::RewriteKeys(*f, {}, fuse, {});
+    // RewriteKeys copied the separate tensors too: drop them from a second rewrite of the fused file.
+    auto ff = gguf::File::FromBuffer(fused);
+    ASSERT_TRUE(ff.ok());
+    std::vector<uint8_t> only_fused = test_util::RewriteKeys(
+        *ff, {}, [](gguf::Writer&) {}, apart);
+    auto a = Load(*bytes), b = Load(only_fused);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    const std::vector<int32_t> prompt = test_util::Prompt(60, 9);
+    auto ca = NewCache(*a, 16), cb = NewCache(*b, 16);
+    kv::Context xa = ca->NewContext(), xb = cb->NewContext();
+    EXPECT_TRUE(Same(Steps(*a, xa, prompt, true), Steps(*b, xb, prompt, true)));
+    // A fused tensor as high as one of the two (layer 1's gate alone under the fused name) is refused by
+    // name.
+    std::vector<std::string> drop = apart;
+    drop.push_back("blk.1.ffn_gate_up_exps.weight");
+    auto bad = gguf::File::FromBuffer(test_util::RewriteKeys(
+        *ff, {},
+        [&](gguf::Writer& w) {
+          const gguf::TensorInfo* g = f->FindTensor("blk.1.ffn_gate_exps.weight");
+          ASSERT_TRUE(
+              w.AddTensor("blk.1.ffn_gate_up_exps.weight", g->dims, g->type, std::span(g->data, g->n_bytes))
+                  .ok());
+        },
+        drop));
+    ASSERT_TRUE(bad.ok());
+    auto refused = Model::FromFile(std::move(*bad));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("blk.1.ffn_gate_up_exps.weight"), std::string::npos)
+        << refused.status().ToString();
+  }
+}
+
 TEST(MoeHParams, GptOssHasSinksBiasesYarnAndWindowsOnItsEvenLayers) {
   auto bytes = BuildSyntheticModel(test_util::TinyMoeSpec(TensorType::kQ8_0, SyntheticArch::kGptOss));
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();

@@ -30,6 +30,8 @@ class Binder {
 
   // Expert slabs: a 3-D tensor of GGUF dims [cols][rows][slabs], bound as `slabs` matrices of
   // [rows][cols] (Tensor::Slab).
+  bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
+
   Result<Tensor> GetExperts(const std::string& name, int64_t slabs, int64_t rows, int64_t cols) {
     const gguf::TensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) return InvalidArgumentError("model: tensor '" + name + "' is missing");
@@ -161,8 +163,18 @@ Status BindMoe(Binder& b, const std::string& p, const HParams& hp, LayerWeights*
   const int64_t E = hp.n_embd, F = hp.moe.n_ff_expert, X = hp.moe.n_expert;
   LLAMAY_ASSIGN_OR_RETURN(l->ffn_norm, b.Get(p + FfnNormName(hp), 1, E, false));
   LLAMAY_ASSIGN_OR_RETURN(l->router, b.Get(p + "ffn_gate_inp.weight", X, E, true));
-  LLAMAY_ASSIGN_OR_RETURN(l->gate_exps, b.GetExperts(p + "ffn_gate_exps.weight", X, F, E));
-  LLAMAY_ASSIGN_OR_RETURN(l->up_exps, b.GetExperts(p + "ffn_up_exps.weight", X, F, E));
+  if (b.Has(p + "ffn_gate_up_exps.weight")) {
+    // The fused form (llama.cpp's --fuse-gate-up-exps, Granite's MoE-SWA files): each expert's slab is its
+    // gate rows, then its up rows. Gate and up are views of it: the same slab stride, up F rows further.
+    LLAMAY_ASSIGN_OR_RETURN(Tensor fused, b.GetExperts(p + "ffn_gate_up_exps.weight", X, 2 * F, E));
+    l->gate_exps = fused;
+    l->gate_exps.rows = F;
+    l->up_exps = l->gate_exps;
+    l->up_exps.data += static_cast<size_t>(F) * kernels::TypeRowBytes(fused.type, E);
+  } else {
+    LLAMAY_ASSIGN_OR_RETURN(l->gate_exps, b.GetExperts(p + "ffn_gate_exps.weight", X, F, E));
+    LLAMAY_ASSIGN_OR_RETURN(l->up_exps, b.GetExperts(p + "ffn_up_exps.weight", X, F, E));
+  }
   LLAMAY_ASSIGN_OR_RETURN(l->down_exps, b.GetExperts(p + "ffn_down_exps.weight", X, E, F));
   if (hp.moe.biases) {
     LLAMAY_ASSIGN_OR_RETURN(l->router_b, b.Get(p + "ffn_gate_inp.bias", 1, X, false));
