@@ -1,7 +1,11 @@
 // AVX2 tile kernels for the float weight types (F32, F16, BF16) against f32 activations (rounded to the
 // weight's precision for F16/BF16). Lane i%8 of one f32 register per (row, token) pair accumulates
-// w_i * a_i, as in vec_dot.h. REQUIRES: n_in % 8 == 0 (GetTileFn falls back to scalar otherwise).
+// w_i * a_i, as in vec_dot.h. Any n_in: the last n_in % 8 elements are copied into zeroed registers' worth
+// of memory and go to lanes 0..n_in%8-1 as in the reference; the other lanes add 0 * 0 = +0, which leaves
+// every lane sum's bits as they are (a sum that starts at +0 never becomes -0), as the reference leaves them.
 #if defined(__x86_64__)
+#include <cstring>
+
 #include "kernels/avx2_util.h"
 #include "kernels/matmul_kernels.h"
 
@@ -51,7 +55,8 @@ struct FloatKernel {
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < n_in; k += 8) {
+    const int64_t whole = n_in - n_in % 8;
+    for (int64_t k = 0; k < whole; k += 8) {
       if constexpr (T == 1) {
         // Decode streams the weights: prefetch the next register tile's share (its rows follow these).
         const char* next = reinterpret_cast<const char*>(w + R * ws) + k * R * Tr::kBytes;
@@ -64,6 +69,20 @@ struct FloatKernel {
       for (int t = 0; t < T; ++t) {
         const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(act + t * as) + k);
 #pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[r][t] = Tr::Madd(wv[r], a, acc[r][t]);
+      }
+    }
+    if (const int64_t tail = n_in - whole; tail != 0) {
+      alignas(32) uint8_t wt[8 * Tr::kBytes] = {};
+      alignas(32) float at[8] = {};
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) {
+        std::memcpy(wt, w + r * ws + whole * Tr::kBytes, static_cast<size_t>(tail * Tr::kBytes));
+        wv[r] = Tr::Load(wt, 0);
+      }
+      for (int t = 0; t < T; ++t) {
+        std::memcpy(at, reinterpret_cast<const float*>(act + t * as) + whole, static_cast<size_t>(tail) * 4);
+        const __m256 a = _mm256_load_ps(at);
         for (int r = 0; r < R; ++r) acc[r][t] = Tr::Madd(wv[r], a, acc[r][t]);
       }
     }

@@ -156,6 +156,56 @@ TEST(MatMul, OneTokenPathsMatchTheReferenceOnOddShapes) {
   }
 }
 
+// The float types take any row length (stories260K's FFN is 172 wide): lengths that are not a multiple of 8,
+// 1 to 20 tokens, 1 to 11 rows, rows 40 bytes apart beyond their end (filled with 0xFF, a NaN if read), every
+// element the scalar dot's bits on every level; some weights are -0, and rows 3 and 4 are all -0 and all +0.
+TEST(MatMul, FloatTypesTakeAnyRowLength) {
+  std::mt19937 rng(29);
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+    for (int64_t n_in : {1, 5, 13, 172, 8 * 33 + 7}) {
+      const int64_t max_rows = 11, max_tokens = 20;
+      const size_t rb = TypeRowBytes(t, n_in), ws = rb + 40;
+      auto packed = test_util::RandomRawWeights(rng, t, max_rows, n_in);
+      const size_t zero = t == TensorType::kF32 ? 0x80000000u : 0x8000u;  // -0 in the type
+      for (int64_t i = 0; i < n_in; ++i) {
+        for (int64_t r : {3, 4}) {
+          if (t == TensorType::kF32) {
+            const uint32_t v = r == 3 ? static_cast<uint32_t>(zero) : 0u;
+            std::memcpy(packed.data() + r * rb + i * 4, &v, 4);
+          } else {
+            const uint16_t v = r == 3 ? static_cast<uint16_t>(zero) : 0;
+            std::memcpy(packed.data() + r * rb + i * 2, &v, 2);
+          }
+        }
+      }
+      std::vector<uint8_t> w(ws * max_rows, 0xFF);
+      for (int64_t r = 0; r < max_rows; ++r) std::memcpy(w.data() + r * ws, packed.data() + r * rb, rb);
+      const ActFormat f = ActivationFormat(t);
+      const size_t as = ActivationRowBytes(f, n_in) + 24;
+      std::vector<uint8_t> act(as * max_tokens, 0xFF);
+      for (int64_t k = 0; k < max_tokens; ++k) {
+        const auto x = RandomFloats(rng, n_in);
+        QuantizeActivationRow(f, x.data(), n_in, act.data() + k * as);
+      }
+      for (Isa isa : SupportedIsas()) {
+        for (int64_t tokens : {1, 2, 5, 20}) {
+          for (int64_t rows : {1, 4, 11}) {
+            std::vector<float> y(static_cast<size_t>(tokens * rows), -1.0f);
+            GetTileFn(t, isa, n_in)(w.data(), ws, rows, act.data(), as, tokens, n_in, y.data(), rows);
+            int64_t mismatches = 0;
+            for (int64_t k = 0; k < tokens; ++k)
+              for (int64_t r = 0; r < rows; ++r)
+                mismatches += Bits(y[k * rows + r]) !=
+                              Bits(VecDot(t, packed.data() + r * rb, act.data() + k * as, n_in, Isa::kScalar));
+            EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
+                                     << " tokens=" << tokens << " rows=" << rows;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Random weights and prepared activations stored with row strides wider than their rows (40 and 24 spare
 // bytes, filled with 0xFF and 0xEE), as a caller with padded rows passes them; `packed` holds the weight
 // rows without padding, for the reference.

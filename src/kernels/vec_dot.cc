@@ -132,17 +132,13 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
     }
   }
   if (UsesAvx2(isa)) {
-    const bool whole8 = n_in % 8 == 0;
     switch (type) {
       case TensorType::kF32:
-        if (whole8) return TileAvx2F32;
-        break;
+        return TileAvx2F32;  // any n_in: the AVX2 float kernels take the tail in zero-filled lanes
       case TensorType::kF16:
-        if (whole8) return TileAvx2F16;
-        break;
+        return TileAvx2F16;
       case TensorType::kBF16:
-        if (whole8) return TileAvx2Bf16;
-        break;
+        return TileAvx2Bf16;
       case TensorType::kQ8_0:
         return TileAvx2Q8_0;
       case TensorType::kQ4_0:
