@@ -451,6 +451,9 @@ def request_seeds():
     # Groups nested past the parser's bound (found by request_fuzz: a stack overflow before the bound).
     write(REQUEST, 'deep_nested_groups',
           json.dumps({'grammar': 'root ::= ' + '(' * 1500 + '"x"' + ')' * 1500}).encode())
+    # Repetitions of repetitions around an empty group (found by request_fuzz: past a million NFA states).
+    write(REQUEST, 'nested_repetitions',
+          json.dumps({'grammar': 'root ::= ((((((()))))))' + '+' * 19 + '#+;' + '+' * 18 + ')' * 16}).encode())
     write(REQUEST, 'not_object', b'[1, 2]')
     write(REQUEST, 'not_json', b'{"messages": [')
     write(REQUEST, 'lone_surrogate', b'{"stop": "\\ud800x", "tools": [{"type": "function", "function": '

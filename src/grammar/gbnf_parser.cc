@@ -355,6 +355,16 @@ class Parser {
         pos_ = saved;
         return true;
       }
+      // A repetition of a repetition, each of *, + or ? (or a count in {0,1} to {1,unbounded}), is one
+      // repetition of the same language: the product of the minimums to the product of the maximums ((x+)+ is
+      // x+, (x?)* and (x+)? are x*). Nested, they would otherwise multiply the automaton: twenty of them
+      // around an empty group passed a million NFA states (request_fuzz).
+      auto simple = [](uint32_t lo, uint32_t hi) { return lo <= 1 && (hi == 1 || hi == kUnbounded); };
+      if (item->kind == Expr::Kind::kRepeat && simple(item->min, item->max) && simple(min, max)) {
+        item->min *= min;
+        item->max = item->max == kUnbounded || max == kUnbounded ? kUnbounded : 1;
+        continue;
+      }
       *item = Expr::Repeat(std::move(*item), min, max);
     }
   }

@@ -32,7 +32,8 @@ TEST(Gbnf, GroupsNestAtMost128Deep) {
   EXPECT_TRUE(ParseGbnf(nested(128)).ok()) << ParseGbnf(nested(128)).status().ToString();
   auto deep = ParseGbnf(nested(129));
   ASSERT_EQ(deep.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(deep.status().message().find("nested more than 128"), std::string::npos) << deep.status().ToString();
+  EXPECT_NE(deep.status().message().find("nested more than 128"), std::string::npos)
+      << deep.status().ToString();
   EXPECT_EQ(ParseGbnf(nested(100000)).status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -211,6 +212,38 @@ b ::= "y"*
   EXPECT_FALSE(Matches(g, "xz!"));
 }
 
+// A repetition of a repetition is one repetition of the same language, so nesting them does not multiply the
+// automaton: twenty-four `+` after an empty group used to pass a million NFA states and be refused (found by
+// request_fuzz, 2026-12-05).
+TEST(Gbnf, NestedRepetitionsAreOneRepetition) {
+  auto empty = MustParse("root ::= ((((((()))))))" + std::string(24, '+') + " \"!\"");
+  ASSERT_NE(empty, nullptr);
+  EXPECT_TRUE(Matches(empty, "!"));
+  EXPECT_FALSE(Matches(empty, "!!"));
+  struct Case {
+    std::string ops;
+    std::vector<std::pair<std::string, bool>> texts;  // "a" repeated, then "!"
+  };
+  const Case cases[] = {
+      {"++", {{"!", false}, {"a!", true}, {"aaa!", true}}},            // x+
+      {"+*", {{"!", true}, {"aa!", true}}},                            // x*
+      {"*+", {{"!", true}, {"aaaa!", true}}},                          // x*
+      {"?+", {{"!", true}, {"aaa!", true}}},                           // x*
+      {"+?", {{"!", true}, {"aa!", true}}},                            // x*
+      {"??", {{"!", true}, {"a!", true}, {"aa!", false}}},             // x?
+      {"+{1}", {{"!", false}, {"aaa!", true}}},                        // x+
+      {"?{2}", {{"!", true}, {"aa!", true}, {"aaa!", false}}},         // not simple: (x?){2}
+      {"+{2,3}", {{"a!", false}, {"aa!", true}, {"aaaaaaa!", true}}},  // (x+){2,3}: at least 2
+      {std::string(30, '+'), {{"!", false}, {"aaaaaaaaaa!", true}}},   // x+
+      {std::string(15, '?') + "*", {{"!", true}, {"aaaa!", true}}},    // x*
+  };
+  for (const Case& c : cases) {
+    auto g = MustParse("root ::= (\"a\")" + c.ops + " \"!\"");
+    ASSERT_NE(g, nullptr) << c.ops;
+    for (const auto& [text, want] : c.texts) EXPECT_EQ(Matches(g, text), want) << c.ops << " on " << text;
+  }
+}
+
 TEST(Gbnf, Utf8Classes) {
   auto g = MustParse(R"gbnf(root ::= [ぁ-ゟ]+ [^a-z] . "é")gbnf");
   ASSERT_NE(g, nullptr);
@@ -263,7 +296,8 @@ TEST(Gbnf, UndefinedRulesInALongGrammarNameTheirFirstReference) {
   // r1234's first reference is on line 1, after "root ::= r0 r1 ... r1233 ".
   int column = 10;
   for (int i = 0; i < 1234; ++i) column += static_cast<int>(std::to_string(i).size()) + 2;
-  EXPECT_EQ(ErrorOf(text), std::string("line 1, column ").append(std::to_string(column)).append(": undefined rule 'r1234'"));
+  EXPECT_EQ(ErrorOf(text),
+            std::string("line 1, column ").append(std::to_string(column)).append(": undefined rule 'r1234'"));
   // With r1234 defined, `missing` (referenced only on the last line) is the first undefined rule.
   text += "r1234 ::= \"z\"\n";
   EXPECT_EQ(ErrorOf(text), "line 2000, column 12: undefined rule 'missing'");
