@@ -51,10 +51,13 @@ std::vector<uint8_t> Weights(TensorType t, int64_t n_out, int64_t n_in) {
   const size_t block = GetTensorTypeInfo(static_cast<uint32_t>(t))->type_size;
   const uint16_t scale = F32ToF16(0.01f);
   for (size_t off = 0; off < bytes; off += block) {
-    // Q6_K keeps its scale at the end of the block; the others start with it (K-quants: d, then dmin).
-    const size_t at = t == TensorType::kQ6_K ? block - 2 : 0;
+    // Q6_K and Q3_K keep their scale at the end of the block, Q2_K its d and dmin; the others start with it
+    // (Q4_K, Q5_K: d, then dmin).
+    const bool at_end = t == TensorType::kQ6_K || t == TensorType::kQ3_K || t == TensorType::kQ2_K;
+    const bool two = t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ2_K;
+    const size_t at = at_end ? block - (two ? 4 : 2) : 0;
     std::memcpy(w.data() + off + at, &scale, 2);
-    if (t == TensorType::kQ4_K) std::memcpy(w.data() + off + 2, &scale, 2);
+    if (two) std::memcpy(w.data() + off + at + 2, &scale, 2);
   }
   return w;
 }
@@ -93,13 +96,14 @@ void BM_MatMul(benchmark::State& state, TensorType t) {
 // A decode step as the model runs it: one pass over 512 MiB of weights (more than the last-level cache, so
 // they stream from memory as a real model's do), as 1024 x 2816 matrices, for 1 or 8 tokens.
 // bytes_per_second is the weight read rate; compare it with the machine's memory bandwidth.
-// Arguments: tokens, isa, weight type (0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 F16), threads.
+// Arguments: tokens, isa, weight type (0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 F16, 5 Q3_K, 6 Q2_K, 7 IQ4_XS),
+// threads.
 void BM_DecodeStream(benchmark::State& state) {
   const int64_t tokens = state.range(0), n_out = 1024, n_in = 2816;
   const Isa isa = static_cast<Isa>(state.range(1));
   if (SkipUnsupported(state, isa)) return;
   const TensorType types[] = {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
-                              TensorType::kF16};
+                              TensorType::kF16,  TensorType::kQ3_K, TensorType::kQ2_K, TensorType::kIQ4_XS};
   const TensorType t = types[state.range(2)];
   const int threads = static_cast<int>(state.range(3));
   const size_t per = TypeRowBytes(t, n_in) * n_out;
@@ -126,7 +130,7 @@ void BM_DecodeStream(benchmark::State& state) {
                  std::to_string(threads) + " threads");
 }
 BENCHMARK(BM_DecodeStream)
-    ->ArgsProduct({{1, 8}, {1, 2}, {0, 1, 2, 3, 4}, {2, 1}})
+    ->ArgsProduct({{1, 8}, {1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 1}})
     ->ArgNames({"tokens", "isa", "type", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
@@ -139,11 +143,25 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n_out", "n_in", "tokens", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+// The super-block types also at a 2048 x 2048 projection (Llama 3.2 1B's attention) for 1, 8, 64 and 512
+// tokens on one thread, AVX2 beside AVX-512. Example:
+//   kernels_bench --benchmark_filter='MatMul/(q3_K|q2_K|iq4_xs)/n_out:2048/' --benchmark_repetitions=5
+//     --benchmark_report_aggregates_only=true
+void SuperBlockShapes(benchmark::internal::Benchmark* b) {
+  for (int64_t tokens : {1, 8, 64, 512})
+    for (int isa : {1, 2}) b->Args({2048, 2048, tokens, 1, isa});
+  b->ArgNames({"n_out", "n_in", "tokens", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 BENCHMARK_CAPTURE(BM_MatMul, f16, TensorType::kF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q8_0, TensorType::kQ8_0)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, q4_0, TensorType::kQ4_0)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MatMul, q4_K, TensorType::kQ4_K)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MatMul, q6_K, TensorType::kQ6_K)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, q4_K, TensorType::kQ4_K)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, q5_K, TensorType::kQ5_K)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, q6_K, TensorType::kQ6_K)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, q3_K, TensorType::kQ3_K)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, q2_K, TensorType::kQ2_K)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, iq4_xs, TensorType::kIQ4_XS)->Apply(Shapes)->Apply(SuperBlockShapes);
 
 // Paged attention at the peer model's shape (16 heads, 8 kv heads, head_dim 64, 64-token pages, 2 threads).
 //   Prefill:    512 queries after `depth` positions of context (one sequence, causal).

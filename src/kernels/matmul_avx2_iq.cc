@@ -7,7 +7,7 @@
 // super-block (|sum| < 2^28). So everything up to the per-super-block f32 step of vec_dot.h is exact; that
 // step, acc + float(sumi) * (d * d_a), is the reference's (reference/dot_ref.cc, DotIQ4_XS).
 // Tiling (avx2_util.h RunTile): one row x up to four tokens, two rows for a single token (decode).
-// AVX-512 has no kernel of its own: GetTileFn gives it this one.
+// The AVX-512 level runs it for one token (decode); with several tokens it has its own (matmul_avx512_k.cc).
 #if defined(__x86_64__)
 #include <cstddef>
 

@@ -1,9 +1,8 @@
-// AVX2 tile kernels for the K-quants (Q4_K, Q5_K, Q6_K; Q3_K and Q2_K at the end) against Q8_K
-// activations. K45Kernel (Q4_K and Q5_K
-// with one token) and Q6KKernel keep an int32 vector of scaled partial sums per (row, token) pair for the
-// current super-block; the sub-block scales are applied with vpmaddwd, so everything up to the
-// per-super-block f32 step of vec_dot.h is exact. Q4_K and Q5_K with several tokens put eight rows in the
-// lanes of a register instead (TilePackedK45 below).
+// AVX2 tile kernels for the K-quants (Q4_K, Q5_K; Q6_K, Q3_K and Q2_K at the end) against Q8_K
+// activations. K45Kernel (Q4_K and Q5_K with one token) and K16Kernel (Q6_K, Q3_K, Q2_K) keep an int32
+// vector of scaled partial sums per (row, token) pair for the current super-block; the sub-block scales are
+// applied with vpmaddwd, so everything up to the per-super-block f32 step of vec_dot.h is exact. Q4_K and
+// Q5_K with several tokens put eight rows in the lanes of a register instead (TilePackedK45 below).
 #if defined(__x86_64__)
 #include <cstddef>
 #include <vector>
@@ -102,77 +101,6 @@ struct K45Kernel {
           HsumI32x2(isum[r][t], _mm256_madd_epi16(bsums, mins16[r]), &sumi, &smin);
           const float dd = F16(blk[r]->d) * ab->d, dm = F16(blk[r]->dmin) * ab->d;
           acc[r][t] = acc[r][t] + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) y[t * ys + r] = acc[r][t];
-  }
-};
-
-struct Q6KKernel {
-  static constexpr int kRows = 1, kTokens = 4, kRowsDecode = 2;
-
-  template <int R, int T>
-  LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
-                              float* y, size_t ys) {
-    const int64_t nb = n_in / kQkK;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    float acc[R][T] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ6_K* blk[R];
-      __m256i scales16[R];
-      __m256i isum[R][T];
-      for (int r = 0; r < R; ++r) {
-        blk[r] = reinterpret_cast<const BlockQ6_K*>(w + r * ws) + b;
-        PrefetchBlock<sizeof(BlockQ6_K)>(blk[r]);
-        scales16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {  // 128 elements: ql[64h..64h+63], qh[32h..32h+31]
-        __m256i q[R][4], sv[R][4];
-        for (int r = 0; r < R; ++r) {
-          const __m256i ql0 = Load256(blk[r]->ql + 64 * h), ql1 = Load256(blk[r]->ql + 64 * h + 32);
-          const __m256i qh = Load256(blk[r]->qh + 32 * h);
-          q[r][0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                                    _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-          q[r][1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                    _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
-          q[r][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                    _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-          q[r][3] = _mm256_or_si256(
-              _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-              _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
-          // Elements 32k..32k+31 span sub-blocks 8h+2k (low lane) and 8h+2k+1 (high lane).
-          const __m256i sh = _mm256_broadcastsi128_si256(
-              _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[r]->scales + 8 * h))));
-          for (int k = 0; k < 4; ++k) {
-            const __m256i mask =
-                _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>((4 * k) | ((4 * k + 1) << 8))),
-                                  _mm_set1_epi16(static_cast<short>((4 * k + 2) | ((4 * k + 3) << 8))));
-            sv[r][k] = _mm256_shuffle_epi8(sh, mask);
-          }
-        }
-        for (int t = 0; t < T; ++t) {
-          const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
-#pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) {
-            const __m256i a = Load256(ab->qs + 128 * h + 32 * k);
-            for (int r = 0; r < R; ++r)
-              isum[r][t] =
-                  _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r][k], a), sv[r][k]));
-          }
-        }
-      }
-      for (int t = 0; t < T; ++t) {
-        const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
-        const __m256i bsums = Load256(ab->bsums);
-        for (int r = 0; r < R; ++r) {
-          // q is stored with +32: subtract 32 * sum over sub-blocks of scale * (sum of activations).
-          const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16[r]), 5);
-          const int32_t sumi = HsumI32(_mm256_sub_epi32(isum[r][t], off));
-          acc[r][t] = acc[r][t] + static_cast<float>(sumi) * (F16(blk[r]->d) * ab->d);
         }
       }
     }
@@ -414,17 +342,45 @@ LLAMAY_AVX2 void TilePackedK45(const uint8_t* w, size_t ws, int64_t rows, const 
   }
 }
 
-// ---- Q3_K and Q2_K: 16 sub-blocks of 16 with 2-bit values (Q3_K: a third bit from hmask) -----------------
-// Per half h of a super-block, register k holds elements 128h + 32k + l (l < 32): bits 2k..2k+1 of
-// qs[32h + l] (one load per half), so that, as for Q6_K, its low 128-bit lane is sub-block 8h + 2k and its
-// high lane sub-block 8h + 2k + 1. The values are unsigned for vpmaddubsw: Q3_K stores q + 4 in [0, 7] and
-// subtracts 4 * sum of sc_s * bsums[s] at the end (|pair| <= 2 * 7 * 128, exact in int16). One vpmaddwd
+// ---- Q6_K, Q3_K and Q2_K: 16 sub-blocks of 16 (Q6_K: 6-bit values; Q3_K: 2 bits and a third from hmask) ---
+// Per half h of a super-block, register k holds elements 128h + 32k + l (l < 32): for Q3_K and Q2_K bits
+// 2k..2k+1 of qs[32h + l] (one load per half), for Q6_K the nibbles of ql and two bits of qh, so that its low
+// 128-bit lane is sub-block 8h + 2k and its high lane sub-block 8h + 2k + 1. The values are unsigned for
+// vpmaddubsw: Q6_K stores q + 32 in [0, 63] (|pair| <= 2 * 63 * 128, exact in int16) and Q3_K q + 4 in
+// [0, 7], and both subtract (32 or 4) * sum of sc_s * bsums[s] at the end (kOffsetShift). One vpmaddwd
 // against the sub-block scales per register gives exact int32 partials of sumi; Q2_K's smin is one vpmaddwd
-// of the 16 bsums against the 16 mins. The f32 step is vec_dot.h's, in the reference's order. They also serve
-// the AVX-512 level (GetTileFn's fallback), as for Q6_K: no AVX-512 version has been measured to beat them.
+// of the 16 bsums against the 16 mins. The f32 step is vec_dot.h's, in the reference's order. With several
+// tokens the AVX-512 level has its own Q3_K and Q2_K kernels (matmul_avx512_k.cc); Q6_K's is this one.
+struct Q6KTraits {
+  using Block = BlockQ6_K;
+  static constexpr bool kHasMin = false;
+  static constexpr int kOffsetShift = 5;  // q + 32
+  // The 16 int8 scales as int16.
+  LLAMAY_AVX2_INLINE static __m256i Scales(const Block& b, __m256i* /*mins*/) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  }
+  // q + 32 of the four registers of half h: ql[64h..64h+63] (low nibbles, then high) and qh[32h..32h+31]
+  // (bits 2k..2k+1 as bits 4-5).
+  LLAMAY_AVX2_INLINE static void Unpack(const Block& b, int h, __m256i* q) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i ql0 = Load256(b.ql + 64 * h), ql1 = Load256(b.ql + 64 * h + 32),
+                  qh = Load256(b.qh + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                           _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+    q[3] = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+        _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
+  }
+};
+
 struct Q3KTraits {
   using Block = BlockQ3_K;
   static constexpr bool kHasMin = false;
+  static constexpr int kOffsetShift = 2;  // q + 4
   // Sub-block s's signed scale (sc_s - 32) in int16 word s.
   LLAMAY_AVX2_INLINE static __m256i Scales(const Block& b, __m256i* /*mins*/) {
     uint32_t words[4];
@@ -518,8 +474,9 @@ struct K16Kernel {
             const float dd = F16(blk[r]->d) * ab->d, dm = F16(blk[r]->dmin) * ab->d;
             acc[r][t] = acc[r][t] + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
           } else {
-            // q is stored with +4: subtract 4 * sum over sub-blocks of scale * (sum of activations).
-            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16[r]), 2);
+            // q is stored with +4 (+32): subtract 4 (32) * sum over sub-blocks of scale * (sum of
+            // activations).
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16[r]), Tr::kOffsetShift);
             const int32_t sumi = HsumI32(_mm256_sub_epi32(isum[r][t], off));
             acc[r][t] = acc[r][t] + static_cast<float>(sumi) * (F16(blk[r]->d) * ab->d);
           }
@@ -547,7 +504,7 @@ LLAMAY_AVX2 void TileAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const u
 }
 LLAMAY_AVX2 void TileAvx2Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  avx2::RunTile<Q6KKernel>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  avx2::RunTile<K16Kernel<Q6KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q3_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {

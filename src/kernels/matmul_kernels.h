@@ -43,6 +43,8 @@ void TileAvx512Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int
 void TileAvx512Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512F32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512F16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
@@ -51,8 +53,9 @@ void TileAvx2IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int
 void TileAvx512IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx2MXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512MXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-// IQ4_XS (matmul_avx2_iq.cc; AVX-512 uses it too).
+// IQ4_XS (matmul_avx2_iq.cc; the AVX-512 one, with the K-quants, in matmul_avx512_k.cc).
 void TileAvx2IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 
 // One-token (decode) kernels behind the tile kernels of the same type when tokens == 1: y[r] for r < rows
 // (same bits as the tile kernels; matmul_decode_*.cc says how they read the weights).

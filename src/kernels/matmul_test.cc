@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/dequant.h"
@@ -229,6 +230,18 @@ StridedProblem MakeStrided(std::mt19937& rng, TensorType t, int64_t n_in, int64_
   return p;
 }
 
+// The scalar dot of each (token, row) pair of the first `tokens` and `rows` of a strided problem, as bits:
+// [token][row].
+std::vector<uint32_t> ReferenceBits(const StridedProblem& p, TensorType t, int64_t n_in, int64_t rows,
+                                    int64_t tokens) {
+  std::vector<uint32_t> bits(tokens * rows);
+  for (int64_t k = 0; k < tokens; ++k)
+    for (int64_t r = 0; r < rows; ++r)
+      bits[k * rows + r] =
+          Bits(VecDot(t, p.packed.data() + r * p.rb, p.act.data() + k * p.as, n_in, Isa::kScalar));
+  return bits;
+}
+
 // The several-token paths of the K-quants tile rows in groups of 8 and tokens in register tiles: every row
 // count from 1 to 19 with every token count from 2 to 17 and several row lengths, each element against the
 // scalar dot, with row and activation strides wider than the rows; nothing is written outside the tile.
@@ -240,11 +253,7 @@ TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
       const int64_t max_rows = 19, max_tokens = 17, ys = 32;
       const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
       const auto& [packed, w, act, rb, ws, as] = p;
-      std::vector<uint32_t> want(max_tokens * max_rows);
-      for (int64_t k = 0; k < max_tokens; ++k)
-        for (int64_t r = 0; r < max_rows; ++r)
-          want[k * max_rows + r] =
-              Bits(VecDot(t, packed.data() + r * rb, act.data() + k * as, n_in, Isa::kScalar));
+      const std::vector<uint32_t> want = ReferenceBits(p, t, n_in, max_rows, max_tokens);
       for (Isa isa : SupportedIsas()) {
         const TileFn tile = GetTileFn(t, isa, n_in);
         for (int64_t rows = 1; rows <= max_rows; ++rows) {
@@ -260,6 +269,64 @@ TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
                   outside += y[k * ys + r] != -1.0f;
                 }
               }
+            EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
+                                     << " rows=" << rows << " tokens=" << tokens;
+            EXPECT_EQ(outside, 0) << "wrote outside the tile: " << TensorTypeName(t) << " " << IsaName(isa)
+                                  << " n_in=" << n_in << " rows=" << rows << " tokens=" << tokens;
+          }
+        }
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// The super-block types with a packed AVX-512 kernel (matmul_avx512_k.cc) get it at the AVX-512 level, not
+// the AVX2 one (so that the tests of every level below run it wherever the CPU has AVX-512).
+TEST(MatMul, SuperBlockTypesHaveTheirOwnAvx512Kernels) {
+  const std::pair<TensorType, TileFn> own[] = {{TensorType::kQ4_K, TileAvx512Q4_K},
+                                               {TensorType::kQ5_K, TileAvx512Q5_K},
+                                               {TensorType::kQ3_K, TileAvx512Q3_K},
+                                               {TensorType::kQ2_K, TileAvx512Q2_K},
+                                               {TensorType::kIQ4_XS, TileAvx512IQ4_XS}};
+  for (const auto& [t, fn] : own) {
+    for (int64_t n_in : {256, 2816}) {
+      EXPECT_EQ(GetTileFn(t, Isa::kAvx512, n_in), fn) << TensorTypeName(t) << " n_in=" << n_in;
+      EXPECT_NE(GetTileFn(t, Isa::kAvx2, n_in), fn) << TensorTypeName(t) << " n_in=" << n_in;
+    }
+  }
+}
+#endif
+
+// The packed super-block kernels (16 rows in lanes, token tiles of up to 8 split as evenly as possible)
+// past one row group and one token tile: row counts around and across multiples of 16, every token count
+// from 1 to 17 and larger ones (several tiles, uneven splits), several super-blocks; each element against
+// the scalar dot, with strides wider than the rows and canaries after each token's outputs.
+TEST(MatMul, SuperBlockTilesMatchTheReferenceAcrossRowGroupsAndTokenTiles) {
+  std::mt19937 rng(18);
+  for (TensorType t : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kQ3_K,
+                       TensorType::kQ2_K, TensorType::kIQ4_XS}) {
+    for (int64_t n_in : {768, 2816}) {
+      const int64_t max_rows = 53, max_tokens = 41;
+      const StridedProblem p = MakeStrided(rng, t, n_in, max_rows, max_tokens);
+      const auto& [packed, w, act, rb, ws, as] = p;
+      const std::vector<uint32_t> want = ReferenceBits(p, t, n_in, max_rows, max_tokens);
+      std::vector<int64_t> token_counts;
+      for (int64_t n = 1; n <= 17; ++n) token_counts.push_back(n);
+      for (int64_t n : {23, 25, 33, 41}) token_counts.push_back(n);
+      for (Isa isa : SupportedIsas()) {
+        if (isa == Isa::kScalar) continue;  // the reference itself
+        const TileFn tile = GetTileFn(t, isa, n_in);
+        for (int64_t rows : {15, 16, 17, 31, 33, 53}) {
+          const size_t ys = rows + 3;  // 3 canaries after each token's rows
+          for (int64_t tokens : token_counts) {
+            std::vector<float> y(ys * tokens, -1.0f);
+            tile(w.data(), ws, rows, act.data(), as, tokens, n_in, y.data(), ys);
+            int64_t mismatches = 0, outside = 0;
+            for (int64_t k = 0; k < tokens; ++k) {
+              for (int64_t r = 0; r < rows; ++r) mismatches += Bits(y[k * ys + r]) != want[k * max_rows + r];
+              for (size_t r = rows; r < ys; ++r) outside += y[k * ys + r] != -1.0f;
+            }
             EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
                                      << " rows=" << rows << " tokens=" << tokens;
             EXPECT_EQ(outside, 0) << "wrote outside the tile: " << TensorTypeName(t) << " " << IsaName(isa)
