@@ -45,12 +45,19 @@ uint64_t SumWords(const uint64_t* p, size_t n) {
 uint64_t DecodeWeightBytes(const gguf::File& file) {
   bool has_output = false;
   for (const auto& t : file.tensors()) has_output |= t.name == "output.weight";
+  // A mixture of experts reads the slabs of the experts a token chose: expert_used_count of the last
+  // dimension's expert_count (ffn_*_exps weights and biases); the router and a shared expert whole.
+  const std::string arch = file.GetStringOr("general.architecture", "");
+  const int64_t used = file.GetIntOr(arch + ".expert_used_count", 0);
   uint64_t total = 0;
   for (const auto& t : file.tensors()) {
     if (t.name == "token_embd.weight" && !has_output) {
       total += t.n_bytes;  // tied: also the output projection
     } else if (t.name == "token_embd.weight") {
       total += t.n_bytes / static_cast<uint64_t>(std::max<int64_t>(1, t.rows()));  // one row per token
+    } else if (used > 0 && t.name.find("_exps.") != std::string::npos && !t.dims.empty() &&
+               t.dims.back() > used) {
+      total += t.n_bytes / static_cast<uint64_t>(t.dims.back()) * static_cast<uint64_t>(used);
     } else {
       total += t.n_bytes;
     }
@@ -82,7 +89,8 @@ ReadBandwidth MeasureReadBandwidth(int threads, int passes) {
   };
   pass();  // warm-up
   std::vector<double> rates;
-  for (int i = 0; i < std::max(1, passes); ++i) rates.push_back(static_cast<double>(words * sizeof(uint64_t)) / pass());
+  for (int i = 0; i < std::max(1, passes); ++i)
+    rates.push_back(static_cast<double>(words * sizeof(uint64_t)) / pass());
   std::sort(rates.begin(), rates.end());
   out.bytes_per_s = rates[rates.size() / 2];
   if (sink.load() == 42) out.bytes_per_s += 0;  // keeps the sums observable

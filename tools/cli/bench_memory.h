@@ -13,7 +13,8 @@ namespace llamay::cli {
 
 // Sum of the tensor bytes a one-token decode step reads: every tensor whole, except the token embedding,
 // of which a step reads one row (unless the file has no output.weight, when the embedding is also the
-// output projection and is read whole).
+// output projection and is read whole), and a mixture of experts' expert tensors (ffn_*_exps), of which it
+// reads the expert_used_count slabs the token was routed to.
 uint64_t DecodeWeightBytes(const gguf::File& file);
 
 struct ReadBandwidth {
