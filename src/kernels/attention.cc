@@ -477,7 +477,11 @@ void AttentionPagedMulti(std::span<const AttentionSeq> seqs, const KvPageGeometr
         .Run();
   };
   const int64_t n_tasks = n_tiles * (p.n_kv_heads / nh);
-  if (pool != nullptr) {
+  // Multiply-adds of the scores and the weighted sums: each query reads the positions up to its own.
+  int64_t work = 0;
+  for (const AttentionSeq& s : seqs)
+    for (int64_t i = 0; i < s.n_q; ++i) work += 2 * (s.positions[i] + 1) * p.head_dim * p.n_head;
+  if (pool != nullptr && work >= kMinParallelWork) {
     pool->ParallelFor(n_tasks, task);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) task(t, 0);

@@ -36,7 +36,7 @@ void PreparedActivations::Prepare(ThreadPool* pool, ActFormat format, const floa
   auto prepare_row = [&](int64_t t, int) {
     QuantizeActivationRow(format, x + t * n_in, n_in, buf_.data() + static_cast<size_t>(t) * row_bytes_);
   };
-  if (pool != nullptr && n_tokens > 1) {
+  if (pool != nullptr && n_tokens > 1 && n_tokens * n_in >= kMinParallelWork) {
     pool->ParallelFor(n_tokens, prepare_row);
   } else {
     for (int64_t t = 0; t < n_tokens; ++t) prepare_row(t, 0);
@@ -67,6 +67,7 @@ void MatMulBatch(ThreadPool* pool, std::span<const Product> products, Isa isa) {
   const int n_threads = pool != nullptr ? pool->num_threads() : 1;
   std::vector<Plan> plans(products.size());
   std::vector<int64_t> task_begin(products.size() + 1, 0);
+  int64_t work = 0;  // multiply-adds
   for (size_t i = 0; i < products.size(); ++i) {
     const Product& p = products[i];
     LLAMAY_CHECK(MatMulSupports(p.w.type)) << "no matmul for weight type " << TensorTypeName(p.w.type);
@@ -80,6 +81,7 @@ void MatMulBatch(ThreadPool* pool, std::span<const Product> products, Isa isa) {
       plans[i] = {GetTileFn(p.w.type, isa, p.w.n_in), p.w.row_stride != 0 ? p.w.row_stride : TypeRowBytes(p.w.type, p.w.n_in),
                   RowsPerTask(p.w.n_out, n_tokens, n_threads), n_tokens};
       n_tasks = CeilDiv(p.w.n_out, plans[i].rows_per_task);
+      work += p.w.n_out * p.w.n_in * n_tokens;
     }
     task_begin[i + 1] = task_begin[i] + n_tasks;
   }
@@ -97,7 +99,7 @@ void MatMulBatch(ThreadPool* pool, std::span<const Product> products, Isa isa) {
     }
   };
   const int64_t n_tasks = task_begin.back();
-  if (pool != nullptr && n_tasks > 1) {
+  if (pool != nullptr && n_tasks > 1 && work >= kMinParallelWork) {
     pool->ParallelFor(n_tasks, run_task);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) run_task(t, 0);

@@ -41,6 +41,13 @@ class TaskFn {
   void (*call_)(void*, int64_t, int);
 };
 
+// Work below which a parallel loop is not worth handing out: about a microsecond of one core (multiply-adds
+// of a matrix product, or of an attention's scores and sums). Waking the workers and waiting for the last of
+// them costs about that much, so a model whose every loop is this small (stories260K, the demo model) runs
+// faster on one thread. Callers that know their work run such loops inline; the results are the same either
+// way (they never depend on the thread count).
+inline constexpr int64_t kMinParallelWork = int64_t{1} << 16;
+
 class ThreadPool {
  public:
   // n_threads <= 0: std::thread::hardware_concurrency() (at least 1).

@@ -69,6 +69,17 @@ struct Step {
   Step(const HParams& h, const Weights& wt, kernels::ThreadPool* p, std::span<const SeqInput> b,
        const std::vector<kv::LayerSlot>& slots);
   int64_t seq_tokens(size_t s) const { return seq_begin[s + 1] - seq_begin[s]; }
+  // fn(row) for every row in [0, rows), over the pool when the work (rows x row_work, elements) is worth
+  // handing out (kernels::kMinParallelWork), else on this thread: for row-wise elementwise work (norms,
+  // activations), whose results never depend on which thread ran a row.
+  template <typename F>
+  void ForRows(int64_t rows, int64_t row_work, F&& fn) const {
+    if (pool != nullptr && rows > 1 && rows * row_work >= kernels::kMinParallelWork) {
+      pool->ParallelFor(rows, [&](int64_t r, int) { fn(r); });
+    } else {
+      for (int64_t r = 0; r < rows; ++r) fn(r);
+    }
+  }
 };
 
 // The attention mixer of the llama family (and granite): q/k/v projections (+ bias, + per-head q/k norm,

@@ -21,11 +21,15 @@ void FfnBlock::Run(const Tensor& gate, const Tensor& up, const Tensor& down, con
   step_.linear.NewInput();
   step_.linear.Mul(gate, xn, E, gate_.data());
   step_.linear.Mul(up, xn, E, up_.data());
-  if (step_.hp.ffn_act == FfnActivation::kGeGlu) {
-    kernels::GeGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
-  } else {
-    kernels::SwiGlu(gate_.data(), up_.data(), step_.n_tokens * F, act_.data());
-  }
+  const bool geglu = step_.hp.ffn_act == FfnActivation::kGeGlu;
+  step_.ForRows(step_.n_tokens, F, [&](int64_t t) {
+    const float *g = &gate_[t * F], *u = &up_[t * F];
+    if (geglu) {
+      kernels::GeGlu(g, u, F, &act_[t * F]);
+    } else {
+      kernels::SwiGlu(g, u, F, &act_[t * F]);
+    }
+  });
   step_.linear.NewInput();
   step_.linear.Mul(down, act_.data(), F, out);
 }

@@ -140,8 +140,8 @@ Status LiveStates(std::span<const SeqInput> batch, std::vector<uint8_t*>* states
   return Status::Ok();
 }
 
-void RmsNormRows(const float* x, const Tensor& w, int64_t n_tokens, int64_t n, float eps, float* y) {
-  for (int64_t t = 0; t < n_tokens; ++t) kernels::RmsNorm(&x[t * n], w.f32(), n, eps, &y[t * n]);
+void RmsNormRows(const internal::Step& step, const float* x, const Tensor& w, int64_t n, float eps, float* y) {
+  step.ForRows(step.n_tokens, n, [&](int64_t t) { kernels::RmsNorm(&x[t * n], w.f32(), n, eps, &y[t * n]); });
 }
 
 // x += scale * out (scale 0: x += out), the residual add of a block.
@@ -207,7 +207,7 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
   if (hp_.has_moe()) moe.emplace(step);
   for (uint32_t li = 0; li < hp_.n_layer; ++li) {
     const LayerWeights& L = w_.layers[li];
-    RmsNormRows(x.data(), L.attn_norm, T, E, hp_.rms_eps, xn.data());
+    RmsNormRows(step, x.data(), L.attn_norm, E, hp_.rms_eps, xn.data());
     switch (hp_.mixers[li]) {
       case MixerKind::kAttention: {
         Status st = attention->Run(li, xn.data(), out.data());
@@ -231,16 +231,16 @@ Status Model::Forward(std::span<const SeqInput> batch, std::vector<float>* logit
         delta_net->Run(li, xn.data(), states, out.data());
         break;
     }
-    if (L.attn_post_norm) RmsNormRows(out.data(), L.attn_post_norm, T, E, hp_.rms_eps, out.data());
+    if (L.attn_post_norm) RmsNormRows(step, out.data(), L.attn_post_norm, E, hp_.rms_eps, out.data());
     Residual(out.data(), hp_.residual_scale, T * E, x.data());
     if (hp_.has_ffn(li)) {
-      RmsNormRows(x.data(), L.ffn_norm, T, E, hp_.rms_eps, xn.data());
+      RmsNormRows(step, x.data(), L.ffn_norm, E, hp_.rms_eps, xn.data());
       if (hp_.ffns[li] == FfnKind::kMoe) {
         moe->Run(li, xn.data(), out.data());
       } else {
         ffn->Run(li, xn.data(), out.data());
       }
-      if (L.ffn_post_norm) RmsNormRows(out.data(), L.ffn_post_norm, T, E, hp_.rms_eps, out.data());
+      if (L.ffn_post_norm) RmsNormRows(step, out.data(), L.ffn_post_norm, E, hp_.rms_eps, out.data());
       Residual(out.data(), hp_.residual_scale, T * E, x.data());
     }
   }

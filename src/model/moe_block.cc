@@ -140,11 +140,13 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
     AddExpertBias(L.gate_exps_b, F, gate_.data());
     AddExpertBias(L.up_exps_b, F, up_.data());
   }
-  if (m.act == FfnActivation::kSwiGluOai) {
-    SwiGluOai(gate_.data(), up_.data(), T * k * F, act_.data());
-  } else {
-    kernels::SwiGlu(gate_.data(), up_.data(), T * k * F, act_.data());
-  }
+  step_.ForRows(T * k, F, [&](int64_t r) {
+    if (m.act == FfnActivation::kSwiGluOai) {
+      SwiGluOai(&gate_[r * F], &up_[r * F], F, &act_[r * F]);
+    } else {
+      kernels::SwiGlu(&gate_[r * F], &up_[r * F], F, &act_[r * F]);
+    }
+  });
 
   // 4. down of every used expert over its rows.
   act_prep_.Prepare(pool, kernels::ActivationFormat(L.down_exps.type), act_.data(), T * k, F);
@@ -170,11 +172,7 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
       }
     }
   };
-  if (T > 1) {
-    pool->ParallelFor(T, combine);
-  } else {
-    combine(0, 0);
-  }
+  step_.ForRows(T, k * E, [&](int64_t t) { combine(t, 0); });
 
   // 6. The shared expert, which every token runs: its output is added, scaled by its gate when it has one.
   if (!shared_) return;
