@@ -454,6 +454,12 @@ def request_seeds():
     # Repetitions of repetitions around an empty group (found by request_fuzz: past a million NFA states).
     write(REQUEST, 'nested_repetitions',
           json.dumps({'grammar': 'root ::= ((((((()))))))' + '+' * 19 + '#+;' + '+' * 18 + ')' * 16}).encode())
+    # A required name of 3,000 characters beside additionalProperties: a key trie of thousands of rules of one
+    # name (found by request_fuzz: rule naming was quadratic in them).
+    write(REQUEST, 'long_required_key', json.dumps({'tools': [{'type': 'function', 'function': {
+        'name': 'f', 'parameters': {'type': 'object', 'properties': {'a': {'type': 'string'}},
+                                    'required': ['k' * 1500 + 'x' * 1500],
+                                    'additionalProperties': {'type': 'number'}}}}]}).encode())
     write(REQUEST, 'not_object', b'[1, 2]')
     write(REQUEST, 'not_json', b'{"messages": [')
     write(REQUEST, 'lone_surrogate', b'{"stop": "\\ud800x", "tools": [{"type": "function", "function": '

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,7 @@ class GbnfRules {
  private:
   std::string prefix_;
   std::set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;  // per base: the next suffix NewName tries after it
   std::vector<std::pair<std::string, std::string>> rules_;
 };
 
