@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include "kv/cache.h"
 #include "kv/internal.h"
@@ -103,14 +104,13 @@ bool Context::ReleaseOwnCheckpoint(ContextState* s) {
   };
   // Least loss first: without checkpoint i, a resume there starts from the one before it and recomputes
   // the gap between them. Ties: the middle ones, oldest first, then the first, then the newest.
-  auto rank = [&](size_t i) { return i == 0 ? n : i + 1 == n ? n + 1 : i; };
-  size_t best = n;
-  for (size_t i = 0; i < n; ++i) {
-    if (!own(i)) continue;
+  auto key = [&](size_t i) {
     const size_t gap = cps[i].pos - (i == 0 ? 0 : cps[i - 1].pos);
-    const size_t best_gap = best == n ? 0 : cps[best].pos - (best == 0 ? 0 : cps[best - 1].pos);
-    if (best == n || gap < best_gap || (gap == best_gap && rank(i) < rank(best))) best = i;
-  }
+    return std::pair(gap, i == 0 ? n : i + 1 == n ? n + 1 : i);
+  };
+  size_t best = n;
+  for (size_t i = 0; i < n; ++i)
+    if (own(i) && (best == n || key(i) < key(best))) best = i;
   if (best == n) return false;
   Page* drop[1] = {cps[best].state};
   cps.erase(cps.begin() + static_cast<std::ptrdiff_t>(best));

@@ -160,7 +160,7 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
   if (L.down_exps_b) AddExpertBias(L.down_exps_b, E, down_.data());
 
   // 5. Each token's weighted sum over its experts, in slot order.
-  auto combine = [&](int64_t t, int) {
+  step_.ForRows(T, k * E, [&](int64_t t) {
     float* o = &out[t * E];
     for (int64_t j = 0; j < k; ++j) {
       const float w = weights_[t * k + j];
@@ -171,8 +171,7 @@ void MoeBlock::Run(uint32_t layer, const float* xn, float* out) {
         for (int64_t i = 0; i < E; ++i) o[i] = o[i] + w * d[i];
       }
     }
-  };
-  step_.ForRows(T, k * E, [&](int64_t t) { combine(t, 0); });
+  });
 
   // 6. The shared expert, which every token runs: its output is added, scaled by its gate when it has one.
   if (!shared_) return;
