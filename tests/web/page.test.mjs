@@ -65,6 +65,8 @@ test('a fork made through the API appears in the tree within 2 s, with the share
   assert.ok(Date.now() - t0 <= T(2000), `${Date.now() - t0} ms`);
   // The strip of the child: one cell per page, each shared with the parent, who is named on hover.
   await select(child);
+  // The strip loads its pages after the selection ("loading…" until then): wait for its cells.
+  await page().waitForSelector('#strip-body .group .cell', { timeout: T(2000) });
   const pages = (await api(server.url, `/v1/contexts/${child}/pages`)).json;
   const cells = await page().$$eval('#strip-body .group:not(.recurrent)', (gs) => gs.map((g) => [...g.querySelectorAll('.cell')].map((c) => Number(c.dataset.refs))));
   assert.deepEqual(cells, pages.groups.map((g) => [...Array(g.first_page ?? 0).fill(0), ...g.pages.map((p) => p.refs)]));
