@@ -96,14 +96,16 @@ void BM_MatMul(benchmark::State& state, TensorType t) {
 // A decode step as the model runs it: one pass over 512 MiB of weights (more than the last-level cache, so
 // they stream from memory as a real model's do), as 1024 x 2816 matrices, for 1 or 8 tokens.
 // bytes_per_second is the weight read rate; compare it with the machine's memory bandwidth.
-// Arguments: tokens, isa, weight type (0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 F16, 5 Q3_K, 6 Q2_K, 7 IQ4_XS),
+// Arguments: tokens, isa, weight type (0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 F16, 5 Q3_K, 6 Q2_K, 7 IQ4_XS,
+// 8 MXFP4, 9 IQ4_NL),
 // threads.
 void BM_DecodeStream(benchmark::State& state) {
   const int64_t tokens = state.range(0), n_out = 1024, n_in = 2816;
   const Isa isa = static_cast<Isa>(state.range(1));
   if (SkipUnsupported(state, isa)) return;
   const TensorType types[] = {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
-                              TensorType::kF16,  TensorType::kQ3_K, TensorType::kQ2_K, TensorType::kIQ4_XS};
+                              TensorType::kF16,  TensorType::kQ3_K, TensorType::kQ2_K, TensorType::kIQ4_XS,
+                              TensorType::kMXFP4, TensorType::kIQ4_NL};
   const TensorType t = types[state.range(2)];
   const int threads = static_cast<int>(state.range(3));
   const size_t per = TypeRowBytes(t, n_in) * n_out;
@@ -130,7 +132,7 @@ void BM_DecodeStream(benchmark::State& state) {
                  std::to_string(threads) + " threads");
 }
 BENCHMARK(BM_DecodeStream)
-    ->ArgsProduct({{1, 8}, {1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 1}})
+    ->ArgsProduct({{1, 8}, {1, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 1}})
     ->ArgNames({"tokens", "isa", "type", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

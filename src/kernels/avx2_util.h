@@ -8,6 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/quant_blocks.h"
 
 #define LLAMAY_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define LLAMAY_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -88,6 +91,31 @@ LLAMAY_AVX2_INLINE __m256 Gather8F16(const uint8_t* const* w, int64_t b, size_t 
     (i < 4 ? lo : hi) |= static_cast<uint64_t>(h) << (16 * (i % 4));
   }
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
+}
+
+// The E8M0 exponent byte at `offset` of block b (blocks of kBlockBytes) of 8 rows as E8M0Half (quant_blocks.h)
+// does: 2^(e-128), the f32 bits (e - 1) << 23, or 0x00200000 << e for the subnormal e < 2. Row i in lane i.
+template <size_t kBlockBytes>
+LLAMAY_AVX2_INLINE __m256 Gather8E8M0Half(const uint8_t* const* w, int64_t b, size_t offset) {
+  uint64_t bytes = 0;
+  for (int i = 0; i < 8; ++i)
+    bytes |= static_cast<uint64_t>(w[i][b * static_cast<int64_t>(kBlockBytes) + offset]) << (8 * i);
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
+// The weight scales d_w of block b of 8 rows, row i in lane i: the f16 d that every 32-element block type
+// but MXFP4 starts with; MXFP4's 2^(e-128) from its exponent byte.
+template <typename Block>
+LLAMAY_AVX2_INLINE __m256 BlockScales8(const uint8_t* const* w, int64_t b) {
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    return Gather8E8M0Half<sizeof(Block)>(w, b, offsetof(Block, e));
+  } else {
+    return Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
+  }
 }
 
 // Bytes p[0..3] in every 32-bit lane.

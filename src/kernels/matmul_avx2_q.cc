@@ -116,20 +116,6 @@ LLAMAY_AVX2_INLINE __m256i HsumRows8(const __m256i* m) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
-// The block scales d_w of block b of 8 rows, row i in lane i: the f16 d every block type but MXFP4 has.
-template <typename Block>
-LLAMAY_AVX2_INLINE __m256 Scales8(const uint8_t* const* w, int64_t b) {
-  return avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, d));
-}
-
-// MXFP4: 2^(e-128) from the exponent byte (E8M0Half's bits, e < 2 subnormal).
-template <>
-LLAMAY_AVX2_INLINE __m256 Scales8<BlockMXFP4>(const uint8_t* const* w, int64_t b) {
-  alignas(32) float d[8];
-  for (int i = 0; i < 8; ++i) d[i] = E8M0Half(w[i][b * static_cast<int64_t>(sizeof(BlockMXFP4))]);
-  return _mm256_load_ps(d);
-}
-
 // 8 rows (one per lane) x T tokens. Per block and token: the eight rows' exact int32 block sums in one
 // register (vpmaddubsw + vpmaddwd per row, then HsumRows8), then acc = acc + float(isum) * (d_w * d_a) for
 // the eight rows at once, as reference/dot_ref.cc does for each.
@@ -151,7 +137,7 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
     typename Tr::W wv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
-    const __m256 dw = Scales8<Block>(w, b);
+    const __m256 dw = avx2::BlockScales8<Block>(w, b);
     __m256 mw = _mm256_setzero_ps();
     if constexpr (Tr::kHasMin) mw = avx2::Gather8F16<sizeof(Block)>(w, b, offsetof(Block, m));
 #pragma GCC unroll 4
@@ -310,7 +296,7 @@ struct PackedLut : PackedQ8_0 {
       v[r] = _mm256_shuffle_epi8(grid, avx2::UnpackNibbles16(reinterpret_cast<const Block*>(w[r])[b].qs));
     Transpose8x8Epi32(v);
     for (int j = 0; j < 8; ++j) out->w[j] = v[j], out->abs[j] = _mm256_abs_epi8(v[j]);
-    out->d = Scales8<Block>(w, b);
+    out->d = avx2::BlockScales8<Block>(w, b);
   }
 };
 
@@ -334,7 +320,7 @@ struct PackedMxfp4 : PackedNibbles<BlockMXFP4, kMxfp4Offset, true> {
           _mm256_shuffle_epi8(grid, avx2::UnpackNibbles16(reinterpret_cast<const BlockMXFP4*>(w[r])[b].qs));
     Transpose8x8Epi32(v);
     for (int j = 0; j < 8; ++j) out->k[j] = v[j];
-    out->d = Scales8<BlockMXFP4>(w, b);
+    out->d = avx2::BlockScales8<BlockMXFP4>(w, b);
   }
 };
 
@@ -454,10 +440,11 @@ LLAMAY_AVX2 void TileAvx2IQ4_NL(const uint8_t* w, size_t ws, int64_t n_rows, con
 
 LLAMAY_AVX2 void TileAvx2MXFP4(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
                                int64_t n_tokens, int64_t n_in, float* y, size_t ys) {
+  if (n_tokens == 1) return DecodeAvx2MXFP4(w, ws, n_rows, act, n_in, y);  // matmul_decode_nibbles.cc
   TileQ8Act<LutTraits<BlockMXFP4, kMxfp4Values>, PackedMxfp4>(w, ws, n_rows, act, as, n_tokens, n_in, y, ys);
 }
 
-// Q4_0: one token goes to the decode kernel (matmul_decode_q4.cc), which reads the nibbles unreordered;
+// Q4_0: one token goes to the decode kernel (matmul_decode_nibbles.cc), which reads the nibbles unreordered;
 // several go to the packed kernel.
 LLAMAY_AVX2 void TileAvx2Q4_0(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* act, size_t as,
                               int64_t n_tokens, int64_t n_in, float* y, size_t ys) {

@@ -22,7 +22,7 @@
 // accumulator per token, the transposed block shared by the tokens). With more than 8 tokens the transposed
 // blocks of a 16-row group go to a scratch buffer once and serve every tile of 8 tokens.
 //
-// One token (decode, Q8_0 and Q5_0; Q4_0 has matmul_decode_q4.cc): two rows per register (256 bits each),
+// One token (decode, Q8_0 and Q5_0; Q4_0, IQ4_NL and MXFP4 have matmul_decode_nibbles.cc): two rows per register (256 bits each),
 // one vpdpbusd against the broadcast activation leaves eight group sums per row, and a transpose-and-add
 // tree (Reduce16) turns eight such registers into one register of 16 rows' block sums; then the same float
 // work. The rows are paired so that both paths leave row i in lane i.
@@ -422,7 +422,7 @@ LLAMAY_AVX512 void TileAvx512Q8_0(const uint8_t* w, size_t ws, int64_t rows, con
 }
 LLAMAY_AVX512 void TileAvx512Q4_0(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  if (tokens == 1) return DecodeAvx512Q4_0(w, ws, rows, act, n_in, y);  // matmul_decode_q4.cc
+  if (tokens == 1) return DecodeAvx512Q4_0(w, ws, rows, act, n_in, y);  // matmul_decode_nibbles.cc
   Tile<Q4_0Weights>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX512 void TileAvx512Q5_0(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
@@ -431,10 +431,12 @@ LLAMAY_AVX512 void TileAvx512Q5_0(const uint8_t* w, size_t ws, int64_t rows, con
 }
 LLAMAY_AVX512 void TileAvx512IQ4_NL(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                     int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  if (tokens == 1) return DecodeAvx512IQ4_NL(w, ws, rows, act, n_in, y);
   Tile<LutWeights<BlockIQ4_NL, kIq4NlValues>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX512 void TileAvx512MXFP4(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                    int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  if (tokens == 1) return DecodeAvx512MXFP4(w, ws, rows, act, n_in, y);
   Tile<LutWeights<BlockMXFP4, kMxfp4Values>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 

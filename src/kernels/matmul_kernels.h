@@ -60,9 +60,16 @@ void TileAvx512IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, i
 // One-token (decode) kernels behind the tile kernels of the same type when tokens == 1: y[r] for r < rows
 // (same bits as the tile kernels; matmul_decode_*.cc says how they read the weights).
 // w: rows x [w_stride bytes]; act: one prepared activation row; y: [rows].
+// matmul_decode_nibbles.cc: the types of 16 nibble bytes per 32-element block (IQ4_NL's AVX2 decode is its
+// tile kernel's).
 void DecodeAvx2Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
+void DecodeAvx2MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
 void DecodeAvx512Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
+void DecodeAvx512MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                       float* y);
+void DecodeAvx512IQ4_NL(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                        float* y);
 #endif
 
 #if defined(__aarch64__)

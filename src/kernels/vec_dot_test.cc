@@ -20,11 +20,11 @@ namespace {
 
 using test_util::RandomFloats;
 
-const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
-                                TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
-                                TensorType::kQ3_K, TensorType::kQ2_K,
-                                TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
+const TensorType kAllTypes[] = {
+    TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,  TensorType::kQ8_0,
+    TensorType::kQ4_0, TensorType::kQ4_1,   TensorType::kQ5_0,  TensorType::kQ5_1,
+    TensorType::kQ4_K, TensorType::kQ5_K,   TensorType::kQ6_K,  TensorType::kQ3_K,
+    TensorType::kQ2_K, TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
 
 bool IsK(TensorType t) { return TypeBlockSize(t) == kQkK; }
 bool HasMin(TensorType t) {
@@ -157,9 +157,10 @@ TEST(VecDot, SimdMatchesScalarBits) {
     const std::vector<int64_t> sizes =
         IsK(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 1024};
     for (int64_t n : sizes) {
-      for (auto [rows, tokens] : {std::pair<int64_t, int64_t>{7, 6}, {9, 1}, {1, 1}, {3, 9}, {13, 10}, {8, 2}}) {
-        SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n) + " rows=" +
-                     std::to_string(rows) + " tokens=" + std::to_string(tokens));
+      for (auto [rows, tokens] :
+           {std::pair<int64_t, int64_t>{7, 6}, {9, 1}, {1, 1}, {3, 9}, {13, 10}, {8, 2}}) {
+        SCOPED_TRACE(std::string(TensorTypeName(t)) + " n=" + std::to_string(n) +
+                     " rows=" + std::to_string(rows) + " tokens=" + std::to_string(tokens));
         const auto w = test_util::RandomRawWeights(rng, t, rows, n);
         const ActFormat f = ActivationFormat(t);
         const size_t as = ActivationRowBytes(f, n), ws = TypeRowBytes(t, n);
@@ -180,7 +181,8 @@ TEST(VecDot, SimdMatchesScalarBits) {
           EXPECT_EQ(first_diff, -1) << IsaName(isa) << ": scalar " << ys[std::max<int64_t>(first_diff, 0)]
                                     << " vs " << yv[std::max<int64_t>(first_diff, 0)];
           for (int64_t r = 0; r < rows; ++r)
-            EXPECT_EQ(test_util::Bits(VecDot(t, w.data() + r * ws, act.data(), n, isa)), test_util::Bits(ys[r]))
+            EXPECT_EQ(test_util::Bits(VecDot(t, w.data() + r * ws, act.data(), n, isa)),
+                      test_util::Bits(ys[r]))
                 << IsaName(isa);
         }
       }
@@ -195,7 +197,8 @@ TEST(VecDot, Q8_0ExtremesMatchOnEveryLevel) {
   std::vector<BlockQ8_0> w(rows * 2), a(tokens * 2);
   for (size_t i = 0; i < w.size(); ++i) {
     w[i].d = F32ToF16(0.5f + static_cast<float>(i));
-    for (int j = 0; j < 32; ++j) w[i].qs[j] = static_cast<int8_t>((i + j) % 3 == 0 ? -128 : (j % 2 ? 127 : -127));
+    for (int j = 0; j < 32; ++j)
+      w[i].qs[j] = static_cast<int8_t>((i + j) % 3 == 0 ? -128 : (j % 2 ? 127 : -127));
   }
   for (size_t i = 0; i < a.size(); ++i) {
     a[i].d = F32ToF16(0.25f * static_cast<float>(i + 1));
@@ -256,8 +259,8 @@ TEST(VecDot, MXFP4ExtremeScalesMatchOnEveryLevel) {
 }
 
 // IQ4_NL and IQ4_XS at the grid's extremes (-127 and 113, IQ4_XS's scales -32 and 31) against activations
-// of +-127, where a kernel whose int16 pair sums saturated would go wrong: every level gives the scalar
-// kernel's bits, and those are the exact dot to f32 rounding.
+// of +-127, where a kernel whose int16 pair sums saturated would go wrong: every level, with several tokens
+// and with one, gives the scalar kernel's bits, and those are the exact dot to f32 rounding.
 TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
   const int64_t n = 256, rows = 9, tokens = 3;
   for (TensorType t : {TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
@@ -301,6 +304,14 @@ TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
       std::vector<float> yv(rows * tokens);
       GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
       EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
+      // One token at a time: the decode kernels (IQ4_NL's AVX-512 one sums grid values offset to 1..241).
+      for (int64_t k = 0; k < tokens; ++k) {
+        std::vector<float> y1(rows);
+        GetTileFn(t, isa, n)(w.data(), ws, rows, act.data() + k * as, as, 1, n, y1.data(), 1);
+        EXPECT_TRUE(
+            test_util::SameBits(y1, std::vector<float>(ys.begin() + k * rows, ys.begin() + (k + 1) * rows)))
+            << IsaName(isa) << " one token, token " << k;
+      }
     }
   }
 }
