@@ -233,6 +233,9 @@ EXTRA_TEMPLATES = {
     'syntax_bad_filter': '{{ messages|no_such_filter }}',
     'strftime': "{{ strftime_now('%d %b %Y') }}{{ messages|length }}",
     'whitespace': '  {%- for m in messages -%}\n  {{- m.role -}}  \n{%+ if true +%} x {%- endif %}{% endfor %}',
+    # Reference cycles, which the render breaks when it ends (finding 7 of docs/fuzzing.md).
+    'namespace_cycle': "{% set ns = namespace(n=0) %}{% set ns.me = ns %}{% set other = namespace(l=[ns]) %}"
+                       "{% set ns.other = other %}{{ ns.me.other.l[0].n }}",
 }
 
 

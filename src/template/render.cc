@@ -8,7 +8,14 @@ Result<std::string> Renderer::Render(const Program& program, const Value& contex
   scopes_.clear();
   scopes_.emplace_back(context.AsDict().items);
   out_.clear();
-  LLAMAY_RETURN_IF_ERROR(Exec(program.body).status());
+  const Status st = Exec(program.body).status();
+  // Nothing of the render outlives it but its text: empty the namespaces it assigned into (which breaks any
+  // cycle through them), then drop the scopes.
+  for (const Value& ns : assigned_) ns.MutableNamespace().items.clear();
+  assigned_.clear();
+  assigned_set_.clear();
+  scopes_.clear();
+  LLAMAY_RETURN_IF_ERROR(st);
   return std::move(out_);
 }
 
@@ -117,6 +124,7 @@ Status Renderer::ExecSet(const Node& node) {
     Value ns = Lookup(node.targets[0]);
     if (!ns.is_namespace()) return InvalidArgumentError("cannot assign attribute on non-namespace object");
     LLAMAY_ASSIGN_OR_RETURN(Value v, Eval(*node.expr));
+    if (assigned_set_.insert(&ns.AsDict()).second) assigned_.push_back(ns);
     ns.MutableNamespace().Set(node.attr, std::move(v));
     return Status::Ok();
   }

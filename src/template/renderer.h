@@ -21,6 +21,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -75,6 +76,11 @@ class Renderer {
 
   const RenderLimits& limits_;
   std::vector<Scope> scopes_;
+  // Every namespace this render assigned an attribute of. Namespaces are the one mutable kind, so a
+  // reference cycle (`{% set ns.me = ns %}`, or two namespaces holding each other) is always closed by such
+  // an assignment; emptying them when the render ends breaks every cycle, and the shared contents are freed.
+  std::vector<Value> assigned_;
+  std::unordered_set<const DictData*> assigned_set_;
   std::string out_;
   int depth_ = 0;
   int macro_depth_ = 0;
