@@ -59,11 +59,13 @@ std::string Seconds(double s) {
 
 class S3Store : public Store {
  public:
-  S3Store(S3Location where, const StoreOptions& options, S3Config config, int list_page_size)
+  S3Store(S3Location where, const StoreOptions& options, S3Config config, int list_page_size,
+          int max_list_pages)
       : where_(std::move(where)),
         options_(options),
         config_(std::move(config)),
         list_page_size_(list_page_size),
+        max_list_pages_(max_list_pages),
         client_(options.timeout_seconds, HttpSigning{config_.access_key.empty() ? "" : config_.region,
                                                      config_.access_key, config_.secret_key}) {}
 
@@ -102,6 +104,7 @@ class S3Store : public Store {
   const StoreOptions options_;
   const S3Config config_;
   const int list_page_size_;
+  const int max_list_pages_;
   HttpClient client_;
 };
 
@@ -308,6 +311,10 @@ Result<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
       return Fail(StatusCode::kInternal, StoreError::kBadResponse, what,
                   "the server repeated a continuation token");
     }
+    if (page >= max_list_pages_) {
+      return Fail(StatusCode::kInternal, StoreError::kBadResponse, what,
+                  "the listing did not end within " + std::to_string(max_list_pages_) + " pages");
+    }
     token = parsed->next_token;
   }
   std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.name < b.name; });
@@ -373,12 +380,13 @@ Result<S3Location> ParseS3Url(std::string_view url) {
 }
 
 Result<std::unique_ptr<Store>> OpenS3Store(const S3Location& where, const StoreOptions& options,
-                                           const S3Config& config, int list_page_size) {
+                                           const S3Config& config, int list_page_size, int max_list_pages) {
   if (!(options.timeout_seconds > 0)) {
     return StoreStatus(StatusCode::kInvalidArgument, StoreError::kInvalidConfig,
                        "timeout_seconds must be positive");
   }
-  return std::unique_ptr<Store>(new S3Store(where, options, config, std::clamp(list_page_size, 1, 1000)));
+  return std::unique_ptr<Store>(
+      new S3Store(where, options, config, std::clamp(list_page_size, 1, 1000), std::max(max_list_pages, 1)));
 }
 
 Result<std::unique_ptr<Store>> OpenS3Store(const S3Location& where, const StoreOptions& options) {

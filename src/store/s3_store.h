@@ -32,9 +32,12 @@ Result<S3Location> ParseS3Url(std::string_view url);
 
 // Resolves the configuration from `options` and the process environment (s3_config.h).
 Result<std::unique_ptr<Store>> OpenS3Store(const S3Location& where, const StoreOptions& options);
-// With a configuration already resolved (tests), and ListObjectsV2 pages of at most `list_page_size`.
+// With a configuration already resolved (tests), ListObjectsV2 pages of at most `list_page_size`, and
+// listings of at most `max_list_pages` pages: a server whose every page says "truncated" (with a new token
+// each time) gets an error, not requests for ever (10,000 pages of 1,000 is 10M objects).
 Result<std::unique_ptr<Store>> OpenS3Store(const S3Location& where, const StoreOptions& options,
-                                           const S3Config& config, int list_page_size = 1000);
+                                           const S3Config& config, int list_page_size = 1000,
+                                           int max_list_pages = 10000);
 
 // RFC 3986 percent-encoding of everything but unreserved characters (what SigV4 expects in a query).
 std::string UriEncode(std::string_view s);

@@ -292,6 +292,23 @@ TEST_F(S3StoreTest, ListFollowsContinuationTokensAndKeepsPrefixesApart) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ((*listed)[i].name, "obj-" + std::to_string(i));
   EXPECT_GE(server_->Stat("GET") - lists_before, 4) << "7 objects in pages of 2 take 4 requests";
 
+  // A listing that has not ended within its page bound is an error (a hostile server could say
+  // "truncated" with a new token for ever): 7 objects in pages of 2 need 4 pages.
+  auto bounded =
+      OpenS3Store({kBucket, "pages/one"}, Options(), config, /*list_page_size=*/2, /*max_list_pages=*/3);
+  ASSERT_TRUE(bounded.ok());
+  auto cut = (*bounded)->List("");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(DetailOf(cut.status()), StoreError::kBadResponse);
+  EXPECT_NE(cut.status().message().find("did not end within 3 pages"), std::string::npos)
+      << cut.status().ToString();
+  auto enough =
+      OpenS3Store({kBucket, "pages/one"}, Options(), config, /*list_page_size=*/2, /*max_list_pages=*/4);
+  ASSERT_TRUE(enough.ok());
+  auto whole_listing = (*enough)->List("");
+  ASSERT_TRUE(whole_listing.ok()) << whole_listing.status().ToString();
+  EXPECT_EQ(whole_listing->size(), 7u);
+
   auto other = two->List("");
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   ASSERT_EQ(other->size(), 1u);
