@@ -164,6 +164,8 @@ BENCHMARK_CAPTURE(BM_MatMul, q6_K, TensorType::kQ6_K)->Apply(Shapes)->Apply(Supe
 BENCHMARK_CAPTURE(BM_MatMul, q3_K, TensorType::kQ3_K)->Apply(Shapes)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatMul, q2_K, TensorType::kQ2_K)->Apply(Shapes)->Apply(SuperBlockShapes);
 BENCHMARK_CAPTURE(BM_MatMul, iq4_xs, TensorType::kIQ4_XS)->Apply(Shapes)->Apply(SuperBlockShapes);
+BENCHMARK_CAPTURE(BM_MatMul, iq4_nl, TensorType::kIQ4_NL)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, mxfp4, TensorType::kMXFP4)->Apply(Shapes);
 
 // Paged attention at the peer model's shape (16 heads, 8 kv heads, head_dim 64, 64-token pages, 2 threads).
 //   Prefill:    512 queries after `depth` positions of context (one sequence, causal).

@@ -70,6 +70,9 @@ void DecodeAvx512MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const ui
                        float* y);
 void DecodeAvx512IQ4_NL(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                         float* y);
+// matmul_decode_k.cc: Q4_K against Q8_K activations.
+void DecodeAvx512Q4_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                      float* y);
 #endif
 
 #if defined(__aarch64__)
