@@ -43,6 +43,8 @@ void TileAvx512Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int
 void TileAvx512Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+// Q6_K: one token on matmul_decode_k.cc's kernel, several on the AVX2 tile kernel.
+void TileAvx512Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512Q2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512F32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
@@ -70,8 +72,10 @@ void DecodeAvx512MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const ui
                        float* y);
 void DecodeAvx512IQ4_NL(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                         float* y);
-// matmul_decode_k.cc: Q4_K against Q8_K activations.
+// matmul_decode_k.cc: Q4_K and Q6_K against Q8_K activations.
 void DecodeAvx512Q4_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                      float* y);
+void DecodeAvx512Q6_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
 #endif
 

@@ -23,11 +23,11 @@ using test_util::Bits;
 using test_util::RandomFloats;
 using test_util::SameBits;
 
-const TensorType kAllTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
-                                TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-                                TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
-                                TensorType::kQ3_K, TensorType::kQ2_K,
-                                TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
+const TensorType kAllTypes[] = {
+    TensorType::kF32,  TensorType::kF16,    TensorType::kBF16,  TensorType::kQ8_0,
+    TensorType::kQ4_0, TensorType::kQ4_1,   TensorType::kQ5_0,  TensorType::kQ5_1,
+    TensorType::kQ4_K, TensorType::kQ5_K,   TensorType::kQ6_K,  TensorType::kQ3_K,
+    TensorType::kQ2_K, TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kIQ4_XS};
 
 // The K-quants (super-blocks of 256), which the tests give rows of 256 multiples.
 bool IsK(TensorType t) { return TypeBlockSize(t) == 256; }
@@ -196,8 +196,8 @@ TEST(MatMul, FloatTypesTakeAnyRowLength) {
             int64_t mismatches = 0;
             for (int64_t k = 0; k < tokens; ++k)
               for (int64_t r = 0; r < rows; ++r)
-                mismatches += Bits(y[k * rows + r]) !=
-                              Bits(VecDot(t, packed.data() + r * rb, act.data() + k * as, n_in, Isa::kScalar));
+                mismatches += Bits(y[k * rows + r]) != Bits(VecDot(t, packed.data() + r * rb,
+                                                                   act.data() + k * as, n_in, Isa::kScalar));
             EXPECT_EQ(mismatches, 0) << TensorTypeName(t) << " " << IsaName(isa) << " n_in=" << n_in
                                      << " tokens=" << tokens << " rows=" << rows;
           }
@@ -281,14 +281,14 @@ TEST(MatMul, SeveralTokenPathsMatchTheReferenceOnOddShapes) {
 }
 
 #if defined(__x86_64__)
-// The super-block types with a packed AVX-512 kernel (matmul_avx512_k.cc) get it at the AVX-512 level, not
-// the AVX2 one (so that the tests of every level below run it wherever the CPU has AVX-512).
+// The super-block types with an AVX-512 kernel (matmul_avx512_k.cc; Q6_K's for one token only) get it at the
+// AVX-512 level, not the AVX2 one (so that the tests of every level below run it wherever the CPU has
+// AVX-512).
 TEST(MatMul, SuperBlockTypesHaveTheirOwnAvx512Kernels) {
-  const std::pair<TensorType, TileFn> own[] = {{TensorType::kQ4_K, TileAvx512Q4_K},
-                                               {TensorType::kQ5_K, TileAvx512Q5_K},
-                                               {TensorType::kQ3_K, TileAvx512Q3_K},
-                                               {TensorType::kQ2_K, TileAvx512Q2_K},
-                                               {TensorType::kIQ4_XS, TileAvx512IQ4_XS}};
+  const std::pair<TensorType, TileFn> own[] = {
+      {TensorType::kQ4_K, TileAvx512Q4_K}, {TensorType::kQ5_K, TileAvx512Q5_K},
+      {TensorType::kQ6_K, TileAvx512Q6_K}, {TensorType::kQ3_K, TileAvx512Q3_K},
+      {TensorType::kQ2_K, TileAvx512Q2_K}, {TensorType::kIQ4_XS, TileAvx512IQ4_XS}};
   for (const auto& [t, fn] : own) {
     for (int64_t n_in : {256, 2816}) {
       EXPECT_EQ(GetTileFn(t, Isa::kAvx512, n_in), fn) << TensorTypeName(t) << " n_in=" << n_in;

@@ -125,6 +125,7 @@ TileFn GetTileFn(TensorType type, Isa isa, int64_t n_in) {
     if (type == TensorType::kMXFP4) return TileAvx512MXFP4;
     if (type == TensorType::kQ4_K) return TileAvx512Q4_K;
     if (type == TensorType::kQ5_K) return TileAvx512Q5_K;
+    if (type == TensorType::kQ6_K) return TileAvx512Q6_K;
     if (type == TensorType::kQ3_K) return TileAvx512Q3_K;
     if (type == TensorType::kQ2_K) return TileAvx512Q2_K;
     if (type == TensorType::kIQ4_XS) return TileAvx512IQ4_XS;
