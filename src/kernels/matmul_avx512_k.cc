@@ -1,9 +1,9 @@
 // AVX-512 (BW + VNNI) tile kernels for the super-block types against Q8_K activations with several tokens:
 // Q4_K, Q5_K, Q3_K, Q2_K and IQ4_XS. The design of TilePackedK45 in matmul_avx2_k.cc with 16 rows in the 16
-// int32 lanes of a zmm instead of 8 in a ymm. One token (decode) of Q4_K and Q6_K has a kernel of its own
-// (matmul_decode_k.cc; Q6_K has no packed kernel here: several tokens take the AVX2 one); the others stay on
-// the AVX2 kernels (TileAvx2Q5_K and the rest): they stream the weights, prefetching ahead, and have nothing
-// to amortise a transposition over.
+// int32 lanes of a zmm instead of 8 in a ymm. One token (decode) of Q4_K, Q5_K and Q6_K has a kernel of its
+// own (matmul_decode_k.cc; Q6_K has no packed kernel here: several tokens take the AVX2 one); the others stay
+// on the AVX2 kernels (TileAvx2Q3_K and the rest): they stream the weights, prefetching ahead, and have
+// nothing to amortise a transposition over.
 // Measured for Q3_K, Q2_K and IQ4_XS on Sapphire Rapids, one thread: with the weights in cache the packed
 // kernel would be faster for one token too (Q3_K 1.4-1.9x, IQ4_XS 1.2-1.7x, Q2_K the same), but a decode
 // reads them from memory, and there (kernels_bench BM_DecodeStream, 512 MiB) the AVX2 kernels are 1.1x
@@ -478,7 +478,7 @@ LLAMAY_AVX512 void TileAvx512Q6_K(const uint8_t* w, size_t ws, int64_t rows, con
 }
 LLAMAY_AVX512 void TileAvx512Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  if (tokens == 1) return TileAvx2Q5_K(w, ws, rows, act, as, tokens, n_in, y, ys);
+  if (tokens == 1) return DecodeAvx512Q5_K(w, ws, rows, act, n_in, y);  // matmul_decode_k.cc
   TilePacked16<K45<BlockQ5_K, true>>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX512 void TileAvx512Q3_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,

@@ -1,8 +1,8 @@
-// One-token (matrix-vector) kernels for AVX-512 VNNI of the two most common K-quants, Q4_K and Q6_K (the
-// types of a Q4_K_M file): the decode path, bit-identical to the scalar reference (vec_dot.h's canonical
-// order: per super-block the exact integers sumi = sum over sub-blocks of scale * (sum of q * a) [and, Q4_K,
-// smin = sum of min * (sum of a)], then acc = acc + (float(sumi) * (d_w * d_a) [- float(smin) *
-// (dmin_w * d_a)]), super-blocks in order).
+// One-token (matrix-vector) kernels for AVX-512 VNNI of the most common K-quants, Q4_K, Q5_K and Q6_K (the
+// types of the Q4_K_M and Q5_K_M files): the decode path, bit-identical to the scalar reference (vec_dot.h's
+// canonical order: per super-block the exact integers sumi = sum over sub-blocks of scale * (sum of q * a)
+// [and, Q4_K and Q5_K, smin = sum of min * (sum of a)], then acc = acc + (float(sumi) * (d_w * d_a) [-
+// float(smin) * (dmin_w * d_a)]), super-blocks in order).
 //
 // The AVX2 kernels (matmul_avx2_k.cc) widen every 32 products with vpmaddubsw, meet the scales with
 // vpmaddwd per sub-block, two rows at a time, and reduce each row's sums on their own: about 0.6
@@ -11,12 +11,13 @@
 //   - the quants are loaded 64 bytes at a time and unpacked without reordering to unsigned bytes u. Q4_K: the
 //     low nibbles of bytes 0..31 are sub-block 0, of bytes 32..63 sub-block 2, the high nibbles sub-blocks 1
 //     and 3, and so on; its activation's 256 bytes are rearranged once per call to match (a 256-bit half per
-//     sub-block). Q6_K: u = the low 4 bits | the 2 high bits << 4 (0..63) comes out in element order, the
-//     value is u - 32;
+//     sub-block). Q5_K: the same, with each byte's fifth bit shifted in from qh. Q6_K: u = the low 4 bits |
+//     the 2 high bits << 4 (0..63) comes out in element order, the value is u - 32;
 //   - vpdpbusd gives int32 lanes of 4 products each, at most 4 * 63 * 128 = 32256 in magnitude, so a lane
 //     read as the int16 pair (sum, sign) against the pair (scale, 0) in vpdpwssd adds sum * scale exactly:
 //     the sub-block scales are spread to their lanes with vpermd;
-//   - Q4_K's smin is one vpmaddwd of the mins against the activation's sub-block sums; Q6_K's offset,
+//   - Q4_K's and Q5_K's smin is one vpmaddwd of the mins against the activation's sub-block sums; Q6_K's
+//   offset,
 //     32 * sum of scale * (sum of a), comes from the activation's bsums the same way and starts its sums.
 // Four rows make a tile: their sums are reduced together (transpose and add), and the f32 step runs for
 // the four rows at once in the reference's order (mul, [mul, sub,] add; no FMA). Rows are contiguous in a
@@ -65,11 +66,13 @@ LLAMAY_AVX512_INLINE __m512i Spread(int first, int shift) {
   return _mm512_add_epi32(_mm512_set1_epi32(first), _mm512_srli_epi32(j, static_cast<unsigned>(shift)));
 }
 
-// Q4_K. The activation of one super-block: the bytes of sub-blocks (0, 2), (1, 3), (4, 6) and (5, 7) in four
+// Q4_K and Q5_K (kFive: a fifth bit per value in qh, bit s of qh[l] for element l of sub-block s). The
+// activation of one super-block: the bytes of sub-blocks (0, 2), (1, 3), (4, 6) and (5, 7) in four
 // registers, a sub-block per 256-bit half; the sub-blocks' byte sums as int16 (at most 32 * 128 in
 // magnitude).
-struct Q4KDecode {
-  using Block = BlockQ4_K;
+template <typename B, bool kFive>
+struct K45Decode {
+  using Block = B;
   static constexpr bool kHasMin = true;
   struct alignas(64) Act {
     __m512i q[4];
@@ -96,12 +99,24 @@ struct Q4KDecode {
     UnpackScalesMinsK4(blk.scales, &sc8, &mn8);
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc8)));
     const __m512i x0 = _mm512_loadu_si512(blk.qs), x1 = _mm512_loadu_si512(blk.qs + 64);
-    const __m512i q[4] = {_mm512_and_si512(x0, low4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), low4),
-                          _mm512_and_si512(x1, low4), _mm512_and_si512(_mm512_srli_epi16(x1, 4), low4)};
+    __m512i q[4] = {_mm512_and_si512(x0, low4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), low4),
+                    _mm512_and_si512(x1, low4), _mm512_and_si512(_mm512_srli_epi16(x1, 4), low4)};
     // Register k holds sub-blocks kFirst[k] (lanes 0..7) and kFirst[k] + 2 (lanes 8..15): the scale of
     // sub-block kFirst[k] + 2 * (j / 8) in lane j.
     constexpr int kFirst[4] = {0, 1, 4, 5};
     const __m512i two = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    if constexpr (kFive) {
+      // Byte l of each 256-bit half holds qh[l]; the word shift by s (s < 8) brings bit s of every byte to
+      // the bottom of that byte (the bits shifted in from the byte above land at 8 - s and up).
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));
+      const __m512i one = _mm512_set1_epi8(1);
+      const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i bit = _mm512_and_si512(
+            _mm512_srlv_epi16(qh, _mm512_add_epi16(half, _mm512_set1_epi16(kFirst[k]))), one);
+        q[k] = _mm512_or_si512(q[k], _mm512_slli_epi16(bit, 4));
+      }
+    }
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
@@ -113,6 +128,9 @@ struct Q4KDecode {
     *smin = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn8))), a.sums);
   }
 };
+
+using Q4KDecode = K45Decode<BlockQ4_K, false>;
+using Q5KDecode = K45Decode<BlockQ5_K, true>;
 
 // Q6_K. The activation of one super-block: its bytes in element order (values 64k.. in register k) and its
 // 16 bsums, the sums of its sub-blocks of 16.
@@ -222,6 +240,9 @@ LLAMAY_AVX512 void Decode(const uint8_t* w, size_t ws, int64_t rows, const uint8
 
 void DecodeAvx512Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
   Decode<Q4KDecode>(w, ws, rows, act, n_in, y);
+}
+void DecodeAvx512Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
+  Decode<Q5KDecode>(w, ws, rows, act, n_in, y);
 }
 void DecodeAvx512Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
   Decode<Q6KDecode>(w, ws, rows, act, n_in, y);

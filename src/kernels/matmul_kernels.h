@@ -72,8 +72,10 @@ void DecodeAvx512MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const ui
                        float* y);
 void DecodeAvx512IQ4_NL(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                         float* y);
-// matmul_decode_k.cc: Q4_K and Q6_K against Q8_K activations.
+// matmul_decode_k.cc: Q4_K, Q5_K and Q6_K against Q8_K activations.
 void DecodeAvx512Q4_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                      float* y);
+void DecodeAvx512Q5_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
 void DecodeAvx512Q6_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
