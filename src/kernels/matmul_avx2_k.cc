@@ -1,8 +1,8 @@
 // AVX2 tile kernels for the K-quants (Q4_K, Q5_K; Q6_K, Q3_K and Q2_K at the end) against Q8_K
-// activations. K16Kernel (Q6_K, Q3_K, Q2_K) keeps an int32 vector of scaled partial sums per (row, token)
-// pair for the current super-block; the sub-block scales are applied with vpmaddwd, so everything up to the
-// per-super-block f32 step of vec_dot.h is exact. Q4_K and Q5_K with several tokens put eight rows in the
-// lanes of a register instead (TilePackedK45 below); with one token they go to matmul_decode_k.cc.
+// activations. K45Kernel (Q4_K and Q5_K with one token) and K16Kernel (Q6_K, Q3_K, Q2_K) keep an int32
+// vector of scaled partial sums per (row, token) pair for the current super-block; the sub-block scales are
+// applied with vpmaddwd, so everything up to the per-super-block f32 step of vec_dot.h is exact. Q4_K and
+// Q5_K with several tokens put eight rows in the lanes of a register instead (TilePackedK45 below).
 #if defined(__x86_64__)
 #include <cstddef>
 #include <vector>
@@ -34,6 +34,80 @@ LLAMAY_AVX2_INLINE void HsumI32x2(__m256i a, __m256i b, int32_t* sa, int32_t* sb
   *sb = _mm_extract_epi32(s, 1);
 }
 
+// Q4_K (kFive = false) and Q5_K (kFive = true).
+template <typename Block, bool kFive, int kR, int kT>
+struct K45Kernel {
+  static constexpr int kRows = kR, kTokens = kT, kRowsDecode = 2;
+
+  template <int R, int T>
+  LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
+                              float* y, size_t ys) {
+    const int64_t nb = n_in / kQkK;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    float acc[R][T] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block* blk[R];
+      __m256i scales16[R];  // the 8 sub-block scales as int16, in both lanes
+      __m256i mins16[R];    // each sub-block min twice: lines up with the 16 bsums of groups of 16
+      for (int r = 0; r < R; ++r) {
+        blk[r] = reinterpret_cast<const Block*>(w + r * ws) + b;
+        PrefetchBlock<sizeof(Block)>(blk[r]);
+        uint64_t sc8, mn8;
+        UnpackScalesMinsK4(blk[r]->scales, &sc8, &mn8);
+        const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn8));
+        mins16[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        scales16[r] =
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+      }
+      __m256i isum[R][T];
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {  // chunk of 64 elements: sub-blocks 2c (low nibbles), 2c+1 (high)
+        __m256i lo[R], hi[R], slo[R], shi[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256i v = Load256(blk[r]->qs + 32 * c);
+          lo[r] = _mm256_and_si256(v, low4);
+          hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (kFive) {
+            const __m256i qh = Load256(blk[r]->qh);
+            const __m256i one = _mm256_set1_epi8(1);
+            lo[r] = _mm256_or_si256(
+                lo[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+            hi[r] = _mm256_or_si256(
+                hi[r], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+          }
+          slo[r] = _mm256_shuffle_epi8(scales16[r], WordBroadcastMask(2 * c));
+          shi[r] = _mm256_shuffle_epi8(scales16[r], WordBroadcastMask(2 * c + 1));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
+          const __m256i a_lo = Load256(ab->qs + 64 * c), a_hi = Load256(ab->qs + 64 * c + 32);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[r], a_lo), slo[r]);
+            const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[r], a_hi), shi[r]);
+            isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(p_lo, p_hi));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act + t * as) + b;
+        const __m256i bsums = Load256(ab->bsums);
+        for (int r = 0; r < R; ++r) {
+          int32_t sumi, smin;
+          HsumI32x2(isum[r][t], _mm256_madd_epi16(bsums, mins16[r]), &sumi, &smin);
+          const float dd = F16(blk[r]->d) * ab->d, dm = F16(blk[r]->dmin) * ab->d;
+          acc[r][t] = acc[r][t] + (static_cast<float>(sumi) * dd - static_cast<float>(smin) * dm);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * ys + r] = acc[r][t];
+  }
+};
 
 // ---- Q4_K / Q5_K with several tokens: eight rows' weights transposed once per tile -----------------------
 // The idea of TilePacked in matmul_avx2_q.cc: per group of 8 rows (row r in 32-bit lane r) and super-block,
@@ -44,8 +118,8 @@ LLAMAY_AVX2_INLINE void HsumI32x2(__m256i a, __m256i b, int32_t* sa, int32_t* sb
 // int16 pair per lane) gives sc_s x (sub-block sum) in int32 for the eight rows; smin is four vpmaddwd of the
 // rows' mins (pairs mn_2k, mn_2k+1) against the token's bsum pairs. No horizontal sums: the f32 step of
 // vec_dot.h then runs for eight rows at once, in the reference's order (mul, mul, sub, add; no FMA).
-// One token (decode) goes to DecodeAvx2Q4_K / DecodeAvx2Q5_K (matmul_decode_k.cc): it streams the weights
-// with prefetching and has nothing to amortise a transposition over.
+// One token (decode) stays on K45Kernel above: it streams the weights with prefetching and has nothing to
+// amortise a transposition over.
 
 // The 8x8 dword transposition of matmul_avx2_q.cc's Transpose8x8Epi32 for rows in memory: its last stage
 // (the 128-bit halves) done by the loads.
@@ -418,12 +492,14 @@ struct K16Kernel {
 
 LLAMAY_AVX2 void TileAvx2Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  if (tokens == 1) return DecodeAvx2Q4_K(w, ws, rows, act, n_in, y);  // matmul_decode_k.cc
+  if (tokens == 1)
+    return avx2::RunTile<K45Kernel<BlockQ4_K, false, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
   TilePackedK45<BlockQ4_K, false>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  if (tokens == 1) return DecodeAvx2Q5_K(w, ws, rows, act, n_in, y);  // matmul_decode_k.cc
+  if (tokens == 1)
+    return avx2::RunTile<K45Kernel<BlockQ5_K, true, 1, 4>>(w, ws, rows, act, as, tokens, n_in, y, ys);
   TilePackedK45<BlockQ5_K, true>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,

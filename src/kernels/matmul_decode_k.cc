@@ -19,14 +19,11 @@
 //   - Q4_K's and Q5_K's smin is one vpmaddwd of the mins against the activation's sub-block sums; Q6_K's
 //   offset,
 //     32 * sum of scale * (sum of a), comes from the activation's bsums the same way and starts its sums.
-// The AVX2 level (Q4_K and Q5_K) keeps the AVX2 tile kernel's arithmetic (vpmaddubsw, then vpmaddwd against
-// the sub-block scale broadcast with vpshufb) in the same tiles.
 // Four rows make a tile: their sums are reduced together (transpose and add), and the f32 step runs for
 // the four rows at once in the reference's order (mul, [mul, sub,] add; no FMA). Rows are contiguous in a
 // weight matrix, so while a tile reads block b it prefetches the same share of the tile two ahead.
 #if defined(__x86_64__)
 #include <cstddef>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/avx2_util.h"
@@ -52,7 +49,7 @@ LLAMAY_AVX512_INLINE __m128i Hsum4x16(const __m512i* a) {
 
 // The f16 field at byte `offset` of super-block b of four rows, converted: row i in lane i.
 template <typename Block>
-LLAMAY_AVX2_INLINE __m128 Gather4F16(const uint8_t* const* w, int64_t b, size_t offset) {
+LLAMAY_AVX512_INLINE __m128 Gather4F16(const uint8_t* const* w, int64_t b, size_t offset) {
   uint64_t v = 0;
   for (int i = 0; i < kTileRows; ++i) {
     uint16_t h;
@@ -60,42 +57,6 @@ LLAMAY_AVX2_INLINE __m128 Gather4F16(const uint8_t* const* w, int64_t b, size_t 
     v |= static_cast<uint64_t>(h) << (16 * i);
   }
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(v)));
-}
-
-// While a tile reads block b, the same share of the tile two ahead (its rows follow these).
-template <typename Block>
-LLAMAY_AVX2_INLINE void PrefetchShare(const uint8_t* ahead, int64_t b) {
-  const char* next =
-      reinterpret_cast<const char*>(ahead) + b * kTileRows * static_cast<int64_t>(sizeof(Block));
-  for (size_t off = 0; off < kTileRows * sizeof(Block); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
-}
-
-// The reference's f32 step for the four rows of a tile: acc + (float(sumi) * (d_w * d_a) [- float(smin) *
-// (dmin_w * d_a)]).
-template <typename Block, bool kHasMin>
-LLAMAY_AVX2_INLINE __m128 AddBlock(__m128 acc, const uint8_t* const* w, int64_t b, __m128i isum, __m128i imin,
-                                   float d_a) {
-  const __m128 da = _mm_set1_ps(d_a);
-  const __m128 dd = _mm_mul_ps(Gather4F16<Block>(w, b, offsetof(Block, d)), da);
-  const __m128 fsum = _mm_cvtepi32_ps(isum);
-  if constexpr (kHasMin) {
-    const __m128 dm = _mm_mul_ps(Gather4F16<Block>(w, b, offsetof(Block, dmin)), da);
-    return _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(fsum, dd), _mm_mul_ps(_mm_cvtepi32_ps(imin), dm)));
-  } else {
-    (void)imin;
-    return _mm_add_ps(acc, _mm_mul_ps(fsum, dd));
-  }
-}
-
-LLAMAY_AVX2_INLINE __m128i Hsum4x4(const __m128i* m) {
-  return _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
-}
-
-LLAMAY_AVX2_INLINE void Store4(__m128 acc, float* const* y) {
-  alignas(16) float out[kTileRows];
-  _mm_store_ps(out, acc);
-  for (int i = 0; i < kTileRows; ++i)
-    if (y[i] != nullptr) *y[i] = out[i];
 }
 
 // vpermd indices: lane j of the result takes lane first + j / 2^shift (shift 3: one lane per 256-bit half,
@@ -231,111 +192,38 @@ LLAMAY_AVX512 void RunRows4(const uint8_t* const* w, const uint8_t* ahead, const
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename Ty::Act& a = pa[b];
-    PrefetchShare<Block>(ahead, b);
+    const char* next =
+        reinterpret_cast<const char*>(ahead) + b * kTileRows * static_cast<int64_t>(sizeof(Block));
+    for (size_t off = 0; off < kTileRows * sizeof(Block); off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
     __m512i sumi[kTileRows];
     __m128i smin[kTileRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r)
       Ty::Row(reinterpret_cast<const Block*>(w[r])[b], a, &sumi[r], &smin[r]);
-    acc = AddBlock<Block, Ty::kHasMin>(acc, w, b, Hsum4x16(sumi),
-                                       Ty::kHasMin ? Hsum4x4(smin) : _mm_setzero_si128(), a.d);
-  }
-  Store4(acc, y);
-}
-
-// ---- AVX2 (Q4_K and Q5_K): vpmaddubsw and vpmaddwd against the sub-block scales, as the AVX2 tile kernel
-// does, in tiles of four rows whose sums are reduced and scaled together. The activation is read in its
-// own order: sub-block s is bytes 32s..32s+31, against the low (s even) or high nibbles of qs[32(s/2)..].
-
-template <typename B, bool kFive>
-struct K45DecodeAvx2 {
-  using Block = B;
-  struct Act {
-    const int8_t* qs;
-    __m128i sums;  // the 8 sub-blocks' byte sums as int16
-    float d;
-  };
-  LLAMAY_AVX2_INLINE static void Prepare(const BlockQ8_K& a, Act* out) {
-    const __m256i s32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
-                                          _mm256_set1_epi16(1));
-    out->qs = a.qs;
-    out->sums = _mm_packs_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-    out->d = a.d;
-  }
-};
-
-template <class Ty>
-LLAMAY_AVX2 void RunRows4Avx2(const uint8_t* const* w, const uint8_t* ahead, const typename Ty::Act* pa,
-                              int64_t nb, float* const* y) {
-  using Block = typename Ty::Block;
-  constexpr bool kFive = std::is_same_v<Block, BlockQ5_K>;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const typename Ty::Act& a = pa[b];
-    PrefetchShare<Block>(ahead, b);
-    const Block* blk[kTileRows];
-    __m256i sc16[kTileRows], isum[kTileRows];
-    __m128i smin[kTileRows];
-    for (int r = 0; r < kTileRows; ++r) {
-      blk[r] = reinterpret_cast<const Block*>(w[r]) + b;
-      uint64_t sc8, mn8;
-      UnpackScalesMinsK4(blk[r]->scales, &sc8, &mn8);
-      sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-      smin[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn8))), a.sums);
-      isum[r] = _mm256_setzero_si256();
+    const __m128 da = _mm_set1_ps(a.d);
+    const __m128 dd = _mm_mul_ps(Gather4F16<Block>(w, b, offsetof(Block, d)), da);
+    const __m128 fsum = _mm_cvtepi32_ps(Hsum4x16(sumi));
+    if constexpr (Ty::kHasMin) {
+      const __m128i imin = _mm_hadd_epi32(_mm_hadd_epi32(smin[0], smin[1]), _mm_hadd_epi32(smin[2], smin[3]));
+      const __m128 dm = _mm_mul_ps(Gather4F16<Block>(w, b, offsetof(Block, dmin)), da);
+      acc = _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(fsum, dd), _mm_mul_ps(_mm_cvtepi32_ps(imin), dm)));
+    } else {
+      acc = _mm_add_ps(acc, _mm_mul_ps(fsum, dd));
     }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles) and 2c + 1 (high)
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 64 * c + 32));
-      // vpshufb masks broadcasting int16 word 2c (2c + 1) of each lane: the sub-block's scale.
-      const __m256i m_lo = _mm256_set1_epi16(static_cast<short>((4 * c) | ((4 * c + 1) << 8)));
-      const __m256i m_hi = _mm256_set1_epi16(static_cast<short>((4 * c + 2) | ((4 * c + 3) << 8)));
-#pragma GCC unroll 4
-      for (int r = 0; r < kTileRows; ++r) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        if constexpr (kFive) {
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh));
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-          hi = _mm256_or_si256(hi,
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-        }
-        // int16 pairs of products (at most 2 * 31 * 128), times the scale (at most 63) in int32.
-        const __m256i p_lo =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_shuffle_epi8(sc16[r], m_lo));
-        const __m256i p_hi =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), _mm256_shuffle_epi8(sc16[r], m_hi));
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p_lo, p_hi));
-      }
-    }
-    // Four rows' 8 lanes each: [r0 r1 r2 r3] partial sums per 128-bit lane, then the two lanes added.
-    const __m256i h =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(isum[2], isum[3]));
-    const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    acc = AddBlock<Block, true>(acc, w, b, sumi, Hsum4x4(smin), a.d);
   }
-  Store4(acc, y);
+  alignas(16) float out[kTileRows];
+  _mm_store_ps(out, acc);
+  for (int i = 0; i < kTileRows; ++i)
+    if (y[i] != nullptr) *y[i] = out[i];
 }
 
 template <class Ty>
-LLAMAY_AVX512 void PrepareAvx512(const uint8_t* act, int64_t nb, typename Ty::Act* out) {
-  for (int64_t b = 0; b < nb; ++b) Ty::Prepare(reinterpret_cast<const BlockQ8_K*>(act)[b], &out[b]);
-}
-template <class Ty>
-LLAMAY_AVX2 void PrepareAvx2(const uint8_t* act, int64_t nb, typename Ty::Act* out) {
-  for (int64_t b = 0; b < nb; ++b) Ty::Prepare(reinterpret_cast<const BlockQ8_K*>(act)[b], &out[b]);
-}
-
-// Tiles of four rows; a short last tile repeats its last row (results dropped).
-template <class Ty, typename Prepare, typename Run>
-void Decode(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y,
-            Prepare prepare, Run run) {
+LLAMAY_AVX512 void Decode(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in,
+                          float* y) {
   const int64_t nb = n_in / kQkK;
   thread_local std::vector<typename Ty::Act> scratch;
   if (scratch.size() < static_cast<size_t>(nb)) scratch.resize(static_cast<size_t>(nb));
-  prepare(act, nb, scratch.data());
+  for (int64_t b = 0; b < nb; ++b) Ty::Prepare(reinterpret_cast<const BlockQ8_K*>(act)[b], &scratch[b]);
   for (int64_t r = 0; r < rows; r += kTileRows) {
     const uint8_t* wr[kTileRows];
     float* yr[kTileRows];
@@ -344,35 +232,20 @@ void Decode(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64
       wr[i] = w + (pad ? rows - 1 : r + i) * ws;
       yr[i] = pad ? nullptr : y + r + i;
     }
-    run(wr, w + (r + kAheadRows) * ws, scratch.data(), nb, yr);
+    RunRows4<Ty>(wr, w + (r + kAheadRows) * ws, scratch.data(), nb, yr);
   }
-}
-
-template <class Ty>
-void DecodeAvx512(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  Decode<Ty>(w, ws, rows, act, n_in, y, PrepareAvx512<Ty>, RunRows4<Ty>);
-}
-template <class Ty>
-void DecodeAvx2(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  Decode<Ty>(w, ws, rows, act, n_in, y, PrepareAvx2<Ty>, RunRows4Avx2<Ty>);
 }
 
 }  // namespace
 
 void DecodeAvx512Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  DecodeAvx512<Q4KDecode>(w, ws, rows, act, n_in, y);
+  Decode<Q4KDecode>(w, ws, rows, act, n_in, y);
 }
 void DecodeAvx512Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  DecodeAvx512<Q5KDecode>(w, ws, rows, act, n_in, y);
+  Decode<Q5KDecode>(w, ws, rows, act, n_in, y);
 }
 void DecodeAvx512Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  DecodeAvx512<Q6KDecode>(w, ws, rows, act, n_in, y);
-}
-void DecodeAvx2Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  DecodeAvx2<K45DecodeAvx2<BlockQ4_K, false>>(w, ws, rows, act, n_in, y);
-}
-void DecodeAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64_t n_in, float* y) {
-  DecodeAvx2<K45DecodeAvx2<BlockQ5_K, true>>(w, ws, rows, act, n_in, y);
+  Decode<Q6KDecode>(w, ws, rows, act, n_in, y);
 }
 
 }  // namespace llamay::kernels

@@ -79,8 +79,6 @@ void DecodeAvx512Q5_K(const uint8_t* w, size_t w_stride, int64_t rows, const uin
                       float* y);
 void DecodeAvx512Q6_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
-void DecodeAvx2Q4_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
-void DecodeAvx2Q5_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
 #endif
 
 #if defined(__aarch64__)
