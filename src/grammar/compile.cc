@@ -16,6 +16,7 @@ namespace {
 constexpr size_t kMaxNfaStates = grammar::kMaxNfaStates;
 constexpr size_t kMaxDfaStates = grammar::kMaxAutomatonStates;
 constexpr size_t kMaxTransitions = grammar::kMaxAutomatonTransitions;  // trans entries (4 bytes each)
+constexpr size_t kMaxSetElements = grammar::kMaxNfaSetElements;
 
 struct Nfa {
   struct ByteEdge {
@@ -177,13 +178,22 @@ class Determinizer {
     base_ = static_cast<int32_t>(a_.states.size());
     a_.rule_start[rule] = Intern(Closure({nfa.start}));
     for (size_t i = 0; i < sets_.size(); ++i) {
-      if (a_.states.size() > kMaxDfaStates || a_.trans.size() > kMaxTransitions) return false;
+      if (OverLimits()) return false;
       Expand(static_cast<int32_t>(i), rule);
     }
-    return a_.states.size() <= kMaxDfaStates && a_.trans.size() <= kMaxTransitions;
+    return !OverLimits();
   }
 
+  // The NFA states in the state sets interned so far (over every rule): the work and memory of the subset
+  // construction, which a small automaton of huge sets can run up before the state limit is reached.
+  size_t set_elements() const { return set_elements_; }
+
  private:
+  bool OverLimits() const {
+    return a_.states.size() > kMaxDfaStates || a_.trans.size() > kMaxTransitions ||
+           set_elements_ > kMaxSetElements;
+  }
+
   std::vector<int32_t> Closure(std::vector<int32_t> seeds) {
     ++generation_;
     std::vector<int32_t> out;
@@ -204,8 +214,9 @@ class Determinizer {
     const auto it = ids_.find(set);
     if (it != ids_.end()) return it->second;
     const int32_t id = base_ + static_cast<int32_t>(sets_.size());
-    ids_.emplace(set, id);
-    sets_.push_back(std::move(set));
+    set_elements_ += set.size();
+    const auto added = ids_.emplace(std::move(set), id).first;
+    sets_.push_back(&added->first);  // map nodes do not move: the key stays where it is
     a_.states.emplace_back();
     a_.trans.resize(a_.trans.size() + a_.num_classes, -1);
     return id;
@@ -213,7 +224,7 @@ class Determinizer {
 
   void Expand(int32_t local, int32_t rule) {
     const int32_t id = base_ + local;
-    const std::vector<int32_t> set = sets_[local];  // copy: Intern may grow sets_
+    const std::vector<int32_t>& set = *sets_[local];
     for (auto& b : buckets_) b.clear();
     std::vector<Nfa::RefEdge> refs;
     bool final = false;
@@ -249,7 +260,8 @@ class Determinizer {
   Automaton& a_;
   const Nfa* nfa_ = nullptr;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids_;
-  std::vector<std::vector<int32_t>> sets_;
+  std::vector<const std::vector<int32_t>*> sets_;  // by local id: the keys of ids_
+  size_t set_elements_ = 0;
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;
   std::vector<std::vector<int32_t>> buckets_;
@@ -284,9 +296,11 @@ Result<Automaton> Compile(GrammarAst ast) {
   Determinizer det(&a);
   for (size_t r = 0; r < n; ++r) {
     if (!det.Run(nfas[r], static_cast<int32_t>(r))) {
-      return TooLarge(ast.rules[r].name, a.states.size() > kMaxDfaStates
-                                             ? std::to_string(kMaxDfaStates) + " automaton states"
-                                             : std::to_string(kMaxTransitions) + " transitions");
+      return TooLarge(ast.rules[r].name,
+                      a.states.size() > kMaxDfaStates ? std::to_string(kMaxDfaStates) + " automaton states"
+                      : a.trans.size() > kMaxTransitions
+                          ? std::to_string(kMaxTransitions) + " transitions"
+                          : std::to_string(kMaxSetElements) + " NFA states in the automaton states' sets");
     }
     nfas[r] = Nfa();
   }
