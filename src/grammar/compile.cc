@@ -184,10 +184,6 @@ class Determinizer {
     return !OverLimits();
   }
 
-  // The NFA states in the state sets interned so far (over every rule): the work and memory of the subset
-  // construction, which a small automaton of huge sets can run up before the state limit is reached.
-  size_t set_elements() const { return set_elements_; }
-
  private:
   bool OverLimits() const {
     return a_.states.size() > kMaxDfaStates || a_.trans.size() > kMaxTransitions ||
@@ -261,6 +257,8 @@ class Determinizer {
   const Nfa* nfa_ = nullptr;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids_;
   std::vector<const std::vector<int32_t>*> sets_;  // by local id: the keys of ids_
+  // The NFA states in the sets interned so far (over every rule): the work and memory of the subset
+  // construction, which an automaton of huge sets runs up long before the state limit.
   size_t set_elements_ = 0;
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;
