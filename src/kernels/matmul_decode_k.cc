@@ -26,7 +26,6 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/avx2_util.h"
 #include "kernels/avx512_util.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -59,8 +58,8 @@ LLAMAY_AVX512_INLINE __m128 Gather4F16(const uint8_t* const* w, int64_t b, size_
   return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(v)));
 }
 
-// vpermd indices: lane j of the result takes lane first + j / 2^shift (shift 3: one lane per 256-bit half,
-// shift 2: one per 128-bit lane).
+// vpermd indices: lane j of the result takes lane first + j / 2^shift (shift 2: the same lane over each
+// 128-bit lane).
 LLAMAY_AVX512_INLINE __m512i Spread(int first, int shift) {
   const __m512i j = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   return _mm512_add_epi32(_mm512_set1_epi32(first), _mm512_srli_epi32(j, static_cast<unsigned>(shift)));
