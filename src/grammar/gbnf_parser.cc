@@ -365,6 +365,23 @@ class Parser {
         item->max = item->max == kUnbounded || max == kUnbounded ? kUnbounded : 1;
         continue;
       }
+      // The same for counts: (x{a,b}){c,d} allows k x{a,b} for k in [c, d], that is x{n} for n in the union
+      // of [ka, kb]. Where those intervals leave no gap (one k, or c(b - a) >= a - 1: then each reaches the
+      // next) it is x{ca,db}: a counter, where the nested form is an automaton of (a..b) x (c..d) copies
+      // ([a-z ,]{4,60}{4,60} took 0.4 s to refuse, 8 s under ASan: grammar_fuzz). Kept nested past the
+      // largest count a grammar may write.
+      if (item->kind == Expr::Kind::kRepeat) {
+        const uint64_t a = item->min, b = item->max, c = min, d = max;
+        const bool one_k = d == c;
+        const bool no_gap = one_k || (b == kUnbounded ? (c >= 1 || a <= 1) : c * (b - a) + 1 >= a);
+        const uint64_t lo = a * c;
+        const uint64_t hi = b == 0 || d == 0 ? 0 : b == kUnbounded || d == kUnbounded ? kUnbounded : b * d;
+        if (no_gap && lo <= kMaxRepeatCount && (hi == kUnbounded || hi <= kMaxRepeatCount)) {
+          item->min = static_cast<uint32_t>(lo);
+          item->max = static_cast<uint32_t>(hi);
+          continue;
+        }
+      }
       *item = Expr::Repeat(std::move(*item), min, max);
     }
   }

@@ -246,6 +246,37 @@ TEST(Gbnf, NestedRepetitionsAreOneRepetition) {
   }
 }
 
+// Counted repetitions of counted repetitions, folded where the counts leave no gap and kept nested where
+// they do: (x{a,b}){c,d} matches x^n exactly when n is in [ka, kb] for some k in [c, d], for every a <= b
+// and c <= d in 0..3 or unbounded, checked against that rule for n up to 14.
+TEST(Gbnf, CountedRepetitionsOfRepetitionsKeepTheirLanguage) {
+  const int64_t kInf = -1;
+  const int64_t counts[] = {0, 1, 2, 3, kInf};
+  auto text = [](int64_t v) { return v == kInf ? std::string() : std::to_string(v); };
+  for (int64_t a : counts)
+    for (int64_t b : counts)
+      for (int64_t c : counts)
+        for (int64_t d : counts) {
+          if (a == kInf || c == kInf) continue;                        // a minimum is a number
+          if ((b != kInf && b < a) || (d != kInf && d < c)) continue;  // max >= min
+          std::string inner = "{", outer = "{", grammar = "root ::= ((\"a\")";
+          inner.append(text(a)).append(",").append(text(b)).append("}");
+          outer.append(text(c)).append(",").append(text(d)).append("}");
+          grammar.append(inner).append(")").append(outer).append(" \"!\"");
+          auto g = MustParse(grammar);
+          ASSERT_NE(g, nullptr) << inner << outer;
+          for (int64_t n = 0; n <= 14; ++n) {
+            bool want = false;
+            for (int64_t k = c; k <= (d == kInf ? 14 : d); ++k)
+              want |= n >= k * a && (b == kInf ? (k > 0 || n == 0) : n <= k * b);
+            EXPECT_EQ(Matches(g, std::string(static_cast<size_t>(n), 'a') + "!"), want)
+                << "(a" << inner << ")" << outer << " on a^" << n;
+          }
+        }
+  // The fuzzer's grammar is now a counter: refused neither by a limit nor slowly.
+  EXPECT_NE(MustParse("root ::= \"B \" [a-z ,]{4,60}{4,60} \".\""), nullptr);
+}
+
 // Generated rule names: the hint, then -2, -3, ... past every name already taken (reserved or generated),
 // the same sequence however many rules share a hint (NewName no longer searches from -2 each time: a schema
 // whose key trie had thousands of rules took seconds).
