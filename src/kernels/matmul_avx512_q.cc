@@ -22,10 +22,10 @@
 // accumulator per token, the transposed block shared by the tokens). With more than 8 tokens the transposed
 // blocks of a 16-row group go to a scratch buffer once and serve every tile of 8 tokens.
 //
-// One token (decode, Q8_0 and Q5_0; Q4_0, IQ4_NL and MXFP4 have matmul_decode_nibbles.cc): two rows per register (256 bits each),
-// one vpdpbusd against the broadcast activation leaves eight group sums per row, and a transpose-and-add
-// tree (Reduce16) turns eight such registers into one register of 16 rows' block sums; then the same float
-// work. The rows are paired so that both paths leave row i in lane i.
+// One token (decode, Q8_0 and Q5_0; Q4_0, IQ4_NL and MXFP4 have matmul_decode_nibbles.cc): two rows per
+// register (256 bits each), one vpdpbusd against the broadcast activation leaves eight group sums per row,
+// and a transpose-and-add tree (Reduce16) turns eight such registers into one register of 16 rows' block
+// sums; then the same float work. The rows are paired so that both paths leave row i in lane i.
 //
 // Rows come in groups of 16: a tile of at least 16 rows ends with a group moved back to overlap the one
 // before it (those rows are computed twice, with the same bits); a tile of fewer rows is copied to a padded
