@@ -24,23 +24,64 @@ void Fixpoint(const Automaton& a, Fn step) {
 }
 
 template <typename Fn>
-void ForEachTarget(const Automaton& a, int32_t s, Fn fn) {
+void ForEachClassTarget(const Automaton& a, int32_t s, Fn fn) {
   const int32_t* row = &a.trans[static_cast<size_t>(s) * a.num_classes];
   for (int32_t c = 0; c < a.num_classes; ++c) {
-    if (row[c] >= 0) fn(row[c]);
+    if (row[c] >= 0) fn(c, row[c]);
   }
 }
 
+// Each state's distinct byte-edge targets, in compressed rows: the fixpoints sweep these, not every class
+// of every state (an automaton of many classes has few distinct targets a state).
+struct Successors {
+  std::vector<uint32_t> begin;  // [state], and one past the last
+  std::vector<int32_t> to;
+
+  explicit Successors(const Automaton& a) {
+    const int32_t n = static_cast<int32_t>(a.states.size());
+    std::vector<int32_t> stamp(n, -1);
+    begin.reserve(n + 1);
+    for (int32_t s = 0; s < n; ++s) {
+      begin.push_back(static_cast<uint32_t>(to.size()));
+      ForEachClassTarget(a, s, [&](int32_t, int32_t t) {
+        if (stamp[t] == s) return;
+        stamp[t] = s;
+        to.push_back(t);
+      });
+    }
+    begin.push_back(static_cast<uint32_t>(to.size()));
+  }
+
+  template <typename Fn>
+  void ForEach(int32_t s, Fn fn) const {
+    for (uint32_t i = begin[s]; i < begin[s + 1]; ++i) fn(to[i]);
+  }
+
+  // Drops the targets that are not `live`, as Trim drops their transitions.
+  void KeepLive(const std::vector<bool>& live) {
+    uint32_t kept = 0;
+    for (size_t s = 0; s + 1 < begin.size(); ++s) {
+      const uint32_t b = begin[s], e = begin[s + 1];
+      begin[s] = kept;
+      for (uint32_t i = b; i < e; ++i) {
+        if (live[to[i]]) to[kept++] = to[i];
+      }
+    }
+    begin.back() = kept;
+    to.resize(kept);
+  }
+};
+
 // Removes transitions into states that cannot reach the end of their rule, and reference edges to rules
 // that can never end. Refuses a grammar in which a rule can never end.
-Status Trim(Automaton* a) {
+Status Trim(Automaton* a, Successors* successors) {
   const size_t n = a->states.size();
   std::vector<bool> live(n);
   for (size_t s = 0; s < n; ++s) live[s] = a->states[s].final;
   Fixpoint(*a, [&](int32_t s) {
     if (live[s]) return false;
     bool ok = false;
-    ForEachTarget(*a, s, [&](int32_t t) { ok |= live[t]; });
+    successors->ForEach(s, [&](int32_t t) { ok |= live[t]; });
     for (uint32_t i = a->states[s].ref_begin; i < a->states[s].ref_end && !ok; ++i) {
       ok = live[a->rule_start[a->refs[i].rule]] && live[a->refs[i].target];
     }
@@ -53,9 +94,17 @@ Status Trim(Automaton* a) {
                                   "' can never complete (every alternative recurses without end)");
     }
   }
-  for (int32_t& t : a->trans) {
-    if (t >= 0 && !live[t]) t = -1;
+  // Only the rows of states with a dead successor change.
+  for (size_t s = 0; s < n; ++s) {
+    bool dead = false;
+    successors->ForEach(static_cast<int32_t>(s), [&](int32_t t) { dead |= !live[t]; });
+    if (!dead) continue;
+    int32_t* row = &a->trans[s * a->num_classes];
+    for (int32_t c = 0; c < a->num_classes; ++c) {
+      if (row[c] >= 0 && !live[row[c]]) row[c] = -1;
+    }
   }
+  successors->KeepLive(live);
   std::vector<Automaton::Ref> refs;
   for (auto& st : a->states) {
     const uint32_t begin = static_cast<uint32_t>(refs.size());
@@ -140,13 +189,46 @@ Status CheckLeftRecursion(const Automaton& a) {
   return Status::Ok();
 }
 
-void ComputeFirst(Automaton* a) {
+// What each byte class holds: its bytes, and the union of their kinds (vocabulary.h). The per-state passes
+// below look at a state's classes, not at its 256 bytes.
+struct ClassInfo {
+  std::vector<ByteSet> bytes;
+  std::vector<uint8_t> kinds;
+  std::vector<int32_t> text;  // the classes that hold a kKindText byte
+};
+
+ClassInfo DescribeClasses(const Automaton& a) {
+  ClassInfo info;
+  info.bytes.assign(a.num_classes, ByteSet());
+  info.kinds.assign(a.num_classes, 0);
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t c = a.byte_class[b];
+    info.bytes[c].Set(static_cast<uint8_t>(b));
+    info.kinds[c] |= KindOf(static_cast<uint8_t>(b));
+  }
+  for (int32_t c = 0; c < a.num_classes; ++c) {
+    if (info.kinds[c] & kKindText) info.text.push_back(c);
+  }
+  return info;
+}
+
+// first (the bytes a state consumes itself, then those of the rules it enters) and loop_kinds, from one
+// read of each row.
+void ComputeFirstAndLoops(Automaton* a, const ClassInfo& classes) {
   a->first.assign(a->states.size(), ByteSet());
+  a->loop_kinds.assign(a->states.size(), 0);
   for (size_t s = 0; s < a->states.size(); ++s) {
-    for (int b = 0; b < 256; ++b) {
-      if (a->Next(static_cast<int32_t>(s), static_cast<uint8_t>(b)) >= 0)
-        a->first[s].Set(static_cast<uint8_t>(b));
+    uint8_t broken = 0;  // kinds with a byte that does not loop
+    uint64_t w[4] = {};
+    const int32_t* row = &a->trans[s * a->num_classes];
+    for (int32_t c = 0; c < a->num_classes; ++c) {
+      const ByteSet& bytes = classes.bytes[c];
+      const uint64_t consumed = row[c] >= 0 ? ~uint64_t{0} : 0;
+      for (int i = 0; i < 4; ++i) w[i] |= bytes.w[i] & consumed;
+      broken |= row[c] != static_cast<int32_t>(s) ? classes.kinds[c] : 0;
     }
+    for (int i = 0; i < 4; ++i) a->first[s].w[i] = w[i];
+    a->loop_kinds[s] = static_cast<uint8_t>(~broken & 31);
   }
   Fixpoint(*a, [&](int32_t s) {
     bool changed = false;
@@ -161,12 +243,12 @@ void ComputeFirst(Automaton* a) {
   });
 }
 
-void ComputeDist(Automaton* a) {
+void ComputeDist(Automaton* a, const Successors& successors) {
   for (auto& st : a->states) st.dist = st.final ? 0 : kInfinite;
   Fixpoint(*a, [&](int32_t s) {
     Automaton::State& st = a->states[s];
     int32_t best = st.dist;
-    ForEachTarget(*a, s, [&](int32_t t) { best = std::min(best, a->states[t].dist + 1); });
+    successors.ForEach(s, [&](int32_t t) { best = std::min(best, a->states[t].dist + 1); });
     for (uint32_t i = st.ref_begin; i < st.ref_end; ++i) {
       const auto& ref = a->refs[i];
       const int64_t via = int64_t{a->states[a->rule_start[ref.rule]].dist} + a->states[ref.target].dist;
@@ -179,16 +261,15 @@ void ComputeDist(Automaton* a) {
 }
 
 // text_run: follow the one state every text byte leads to, as long as there is one; a cycle means no end.
-void ComputeTextRun(Automaton* a) {
+void ComputeTextRun(Automaton* a, const ClassInfo& classes) {
   constexpr int32_t kUnknown = -1, kOnPath = -2;
   const int32_t n = static_cast<int32_t>(a->states.size());
   std::vector<int32_t> next(n, -1);
   for (int32_t s = 0; s < n; ++s) {
     if (a->states[s].ref_begin != a->states[s].ref_end || a->states[s].final) continue;  // not simple
     int32_t target = -2;
-    for (int b = 0x20; b < 0x7F && target != -1; ++b) {
-      if (b == '"' || b == '\\') continue;
-      const int32_t t = a->Next(s, static_cast<uint8_t>(b));
+    for (size_t i = 0; i < classes.text.size() && target != -1; ++i) {
+      const int32_t t = a->trans[static_cast<size_t>(s) * a->num_classes + classes.text[i]];
       target = (target == -2 || target == t) ? t : -1;
     }
     next[s] = target < 0 ? -1 : target;
@@ -220,22 +301,14 @@ void ComputeTextRun(Automaton* a) {
 }  // namespace
 
 Status Analyze(Automaton* a) {
-  LLAMAY_RETURN_IF_ERROR(Trim(a));
+  Successors successors(*a);
+  LLAMAY_RETURN_IF_ERROR(Trim(a, &successors));
   ComputeCanPop(a);
   LLAMAY_RETURN_IF_ERROR(CheckLeftRecursion(*a));
-  ComputeFirst(a);
-  ComputeDist(a);
-  a->loop_kinds.assign(a->states.size(), 0);
-  for (size_t s = 0; s < a->states.size(); ++s) {
-    uint8_t broken = 0;  // kinds with a byte that does not loop
-    for (int b = 0; b < 256; ++b) {
-      if (a->Next(static_cast<int32_t>(s), static_cast<uint8_t>(b)) != static_cast<int32_t>(s)) {
-        broken |= KindOf(static_cast<uint8_t>(b));
-      }
-    }
-    a->loop_kinds[s] = static_cast<uint8_t>(~broken & 31);
-  }
-  ComputeTextRun(a);
+  const ClassInfo classes = DescribeClasses(*a);
+  ComputeFirstAndLoops(a, classes);
+  ComputeDist(a, successors);
+  ComputeTextRun(a, classes);
   a->simple.clear();
   for (auto& st : a->states) {
     st.simple = st.ref_begin == st.ref_end && !st.final;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "grammar/compile_internal.h"
@@ -155,14 +154,9 @@ void ComputeByteClasses(const std::vector<Nfa>& nfas, Automaton* a) {
   a->num_classes = cls + 1;
 }
 
-struct VecHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
+// Subset construction. The NFA state sets live end to end in one pool, found through an open-addressing
+// table of their ids, and every closure is built in scratch vectors: a state costs no allocation of its own
+// (a grammar at the state limit interns about 250,000 sets and looks up several times as many).
 class Determinizer {
  public:
   explicit Determinizer(Automaton* a) : a_(*a) {}
@@ -170,99 +164,147 @@ class Determinizer {
   // Appends rule `rule`'s DFA to the automaton. False when the size limits are exceeded.
   bool Run(const Nfa& nfa, int32_t rule) {
     nfa_ = &nfa;
-    ids_.clear();
-    sets_.clear();
+    pool_.clear();
+    offsets_.assign(1, 0);
+    hashes_.clear();
+    table_.assign(1024, -1);
     mark_.assign(nfa.size(), 0);
     generation_ = 0;
     buckets_.assign(a_.num_classes, {});
     base_ = static_cast<int32_t>(a_.states.size());
-    a_.rule_start[rule] = Intern(Closure({nfa.start}));
-    for (size_t i = 0; i < sets_.size(); ++i) {
+    seeds_.assign(1, nfa.start);
+    a_.rule_start[rule] = Intern(Closure());
+    for (int32_t local = 0; local < num_sets(); ++local) {
       if (OverLimits()) return false;
-      Expand(static_cast<int32_t>(i), rule);
+      Expand(local, rule);
     }
     return !OverLimits();
   }
 
  private:
+  int32_t num_sets() const { return static_cast<int32_t>(hashes_.size()); }
+
   bool OverLimits() const {
     return a_.states.size() > kMaxDfaStates || a_.trans.size() > kMaxTransitions ||
            set_elements_ > kMaxSetElements;
   }
 
-  std::vector<int32_t> Closure(std::vector<int32_t> seeds) {
+  static uint64_t Hash(const std::vector<int32_t>& v) {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+
+  // The epsilon closure of seeds_ (consumed), sorted, in closure_.
+  const std::vector<int32_t>& Closure() {
     ++generation_;
-    std::vector<int32_t> out;
-    while (!seeds.empty()) {
-      const int32_t s = seeds.back();
-      seeds.pop_back();
+    closure_.clear();
+    while (!seeds_.empty()) {
+      const int32_t s = seeds_.back();
+      seeds_.pop_back();
       if (mark_[s] == generation_) continue;
       mark_[s] = generation_;
-      out.push_back(s);
-      for (int32_t t : nfa_->eps[s]) seeds.push_back(t);
+      closure_.push_back(s);
+      for (int32_t t : nfa_->eps[s]) seeds_.push_back(t);
     }
-    std::sort(out.begin(), out.end());
-    return out;
+    std::sort(closure_.begin(), closure_.end());
+    return closure_;
+  }
+
+  bool SameSet(int32_t local, const std::vector<int32_t>& set) const {
+    const uint32_t begin = offsets_[local], end = offsets_[local + 1];
+    return end - begin == set.size() && std::equal(set.begin(), set.end(), pool_.begin() + begin);
   }
 
   // The global state id of a (closed, sorted) NFA state set, adding it if new.
-  int32_t Intern(std::vector<int32_t> set) {
-    const auto it = ids_.find(set);
-    if (it != ids_.end()) return it->second;
-    const int32_t id = base_ + static_cast<int32_t>(sets_.size());
+  int32_t Intern(const std::vector<int32_t>& set) {
+    const uint64_t h = Hash(set);
+    const size_t mask = table_.size() - 1;
+    size_t i = h & mask;
+    for (; table_[i] >= 0; i = (i + 1) & mask) {
+      const int32_t local = table_[i];
+      if (hashes_[local] == h && SameSet(local, set)) return base_ + local;
+    }
+    const int32_t local = num_sets();
     set_elements_ += set.size();
-    const auto added = ids_.emplace(std::move(set), id).first;
-    sets_.push_back(&added->first);  // map nodes do not move: the key stays where it is
+    pool_.insert(pool_.end(), set.begin(), set.end());
+    offsets_.push_back(static_cast<uint32_t>(pool_.size()));
+    hashes_.push_back(h);
+    table_[i] = local;
+    if (hashes_.size() * 2 > table_.size()) Grow();
     a_.states.emplace_back();
     a_.trans.resize(a_.trans.size() + a_.num_classes, -1);
-    return id;
+    return base_ + local;
+  }
+
+  void Grow() {
+    table_.assign(table_.size() * 2, -1);
+    const size_t mask = table_.size() - 1;
+    for (int32_t local = 0; local < num_sets(); ++local) {
+      size_t i = hashes_[local] & mask;
+      while (table_[i] >= 0) i = (i + 1) & mask;
+      table_[i] = local;
+    }
   }
 
   void Expand(int32_t local, int32_t rule) {
     const int32_t id = base_ + local;
-    const std::vector<int32_t>& set = *sets_[local];
     for (auto& b : buckets_) b.clear();
-    std::vector<Nfa::RefEdge> refs;
+    refs_.clear();
     bool final = false;
-    for (int32_t s : set) {
+    // Interning below appends to pool_, so the set is read before any target is interned.
+    for (uint32_t i = offsets_[local]; i < offsets_[local + 1]; ++i) {
+      const int32_t s = pool_[i];
       final |= s == nfa_->accept;
       for (const auto& e : nfa_->bytes[s]) {
         for (int c = a_.byte_class[e.lo]; c <= a_.byte_class[e.hi]; ++c) buckets_[c].push_back(e.target);
       }
-      refs.insert(refs.end(), nfa_->refs[s].begin(), nfa_->refs[s].end());
+      refs_.insert(refs_.end(), nfa_->refs[s].begin(), nfa_->refs[s].end());
     }
+    // A character class cut apart by other labels' boundaries leads to the same NFA states from each
+    // piece: a class whose states are those of the last class that led anywhere shares its target.
+    int32_t prev = -1, target = -1;
     for (int32_t c = 0; c < a_.num_classes; ++c) {
       if (buckets_[c].empty()) continue;
-      const int32_t target = Intern(Closure(buckets_[c]));
+      if (prev < 0 || buckets_[c] != buckets_[prev]) {
+        seeds_.assign(buckets_[c].begin(), buckets_[c].end());
+        target = Intern(Closure());
+      }
+      prev = c;
       a_.trans[static_cast<size_t>(id) * a_.num_classes + c] = target;
     }
-    std::stable_sort(refs.begin(), refs.end(), [](const auto& x, const auto& y) { return x.rule < y.rule; });
-    std::vector<std::pair<int32_t, int32_t>> out;
-    for (size_t i = 0; i < refs.size();) {
-      std::vector<int32_t> targets;
+    std::stable_sort(refs_.begin(), refs_.end(),
+                     [](const auto& x, const auto& y) { return x.rule < y.rule; });
+    // Each state's refs are contiguous: interning adds states, never refs.
+    a_.states[id].rule = rule;
+    a_.states[id].final = final;
+    a_.states[id].ref_begin = static_cast<uint32_t>(a_.refs.size());
+    for (size_t i = 0; i < refs_.size();) {
+      seeds_.clear();
       size_t j = i;
-      for (; j < refs.size() && refs[j].rule == refs[i].rule; ++j) targets.push_back(refs[j].target);
-      out.emplace_back(refs[i].rule, Intern(Closure(std::move(targets))));
+      for (; j < refs_.size() && refs_[j].rule == refs_[i].rule; ++j) seeds_.push_back(refs_[j].target);
+      const int32_t target = Intern(Closure());
+      a_.refs.push_back({refs_[i].rule, target});
       i = j;
     }
-    Automaton::State& st = a_.states[id];
-    st.rule = rule;
-    st.final = final;
-    st.ref_begin = static_cast<uint32_t>(a_.refs.size());
-    for (const auto& [r, t] : out) a_.refs.push_back({r, t});
-    st.ref_end = static_cast<uint32_t>(a_.refs.size());
+    a_.states[id].ref_end = static_cast<uint32_t>(a_.refs.size());
   }
 
   Automaton& a_;
   const Nfa* nfa_ = nullptr;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids_;
-  std::vector<const std::vector<int32_t>*> sets_;  // by local id: the keys of ids_
+  // The sets of this rule's states, by local id: pool_[offsets_[i], offsets_[i + 1]), hash hashes_[i].
+  std::vector<int32_t> pool_;
+  std::vector<uint32_t> offsets_;
+  std::vector<uint64_t> hashes_;
+  std::vector<int32_t> table_;  // open addressing, a power of two at most half full: local ids, -1 empty
   // The NFA states in the sets interned so far (over every rule): the work and memory of the subset
   // construction, which an automaton of huge sets runs up long before the state limit.
   size_t set_elements_ = 0;
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;
-  std::vector<std::vector<int32_t>> buckets_;
+  std::vector<std::vector<int32_t>> buckets_;  // Expand's: [class]: the NFA states it leads to
+  std::vector<int32_t> seeds_, closure_;
+  std::vector<Nfa::RefEdge> refs_;
   int32_t base_ = 0;
 };
 
