@@ -7,7 +7,8 @@
 #             files already there are reused (synthetic weights are deterministic).
 # Environment:
 #   LLAMAY_ISA        passed through to llamay (avx512 | avx2 | scalar): run once per level.
-#   SBS_TYPES         weight types (default "f16 q8_0 q4_0 q4_K_M").
+#   SBS_TYPES         weight types (default "f16 q8_0 q4_0 q4_K_M"): llamay's synth types, or the peer's
+#                     mixes q4_K_M and mxfp4_moe (quantised by the peer from the F16 file).
 #   SBS_SHAPE         the synthetic model's shape, `llamay model synth --shape` (default peer; qwen3moe,
 #                     qwen2moe, hybrid-moe for the mixtures of experts), and SBS_SYNTH_ARGS more synth options
 #                     (for example "--layers 4").
@@ -79,16 +80,18 @@ trap cleanup EXIT
 trap 'kill_descendants $$; exit 130' INT TERM
 echo "side_by_side pid $$ since $(date -u +%FT%TZ)" >"$marker"
 
-# The model files: llamay's synthetic shape, and Q4_K_M made by the peer's quantizer from the F16 file.
+# The model files: llamay's synthetic shape, and the peer's own mixes (Q4_K_M; MXFP4_MOE, gpt-oss's: MXFP4
+# experts, Q8_0 for the rest) made by the peer's quantizer from the F16 file.
 model_file() { echo "$dir/$shape${SBS_SYNTH_ARGS:+-${SBS_SYNTH_ARGS// /}}-$1.gguf"; }
 for t in $types; do
   f=$(model_file "$t")
   [ -s "$f" ] && continue
   case "$t" in
-    q4_K_M)
+    q4_K_M | mxfp4_moe)
       f16=$(model_file f16)
       [ -s "$f16" ] || "$llamay" model synth --shape "$shape" "${synth_args[@]}" --type f16 -o "$f16" >&2
-      "$peers/llama-quantize" "$f16" "$f" Q4_K_M "$threads" >/dev/null 2>&1 || die "llama-quantize failed"
+      "$peers/llama-quantize" "$f16" "$f" "$(echo "$t" | tr '[:lower:]' '[:upper:]')" "$threads" >/dev/null 2>&1 ||
+        die "llama-quantize failed"
       ;;
     *) "$llamay" model synth --shape "$shape" "${synth_args[@]}" --type "$t" -o "$f" >&2 ;;
   esac

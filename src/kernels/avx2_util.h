@@ -93,8 +93,9 @@ LLAMAY_AVX2_INLINE __m256 Gather8F16(const uint8_t* const* w, int64_t b, size_t 
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
-// The E8M0 exponent byte at `offset` of block b (blocks of kBlockBytes) of 8 rows as E8M0Half (quant_blocks.h)
-// does: 2^(e-128), the f32 bits (e - 1) << 23, or 0x00200000 << e for the subnormal e < 2. Row i in lane i.
+// The E8M0 exponent byte at `offset` of block b (blocks of kBlockBytes) of 8 rows as E8M0Half
+// (quant_blocks.h) does: 2^(e-128), the f32 bits (e - 1) << 23, or 0x00200000 << e for the subnormal e < 2.
+// Row i in lane i.
 template <size_t kBlockBytes>
 LLAMAY_AVX2_INLINE __m256 Gather8E8M0Half(const uint8_t* const* w, int64_t b, size_t offset) {
   uint64_t bytes = 0;
@@ -186,6 +187,26 @@ LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const
   constexpr int R = Kernel::kRows;
   for (; r + R <= rows; r += R) RunTokens<Kernel, R>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
   for (; r < rows; ++r) RunTokens<Kernel, 1>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
+}
+
+// v[r] = the 8 dwords of row r -> v[j] = dword j of rows 0..7.
+LLAMAY_AVX2_INLINE void Transpose8x8Epi32(__m256i* v) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0..3, then 4..7
+    const __m256i* th = t + 4 * h;
+    u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    v[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
 }
 
 // ---- Partial registers: the first n of 8 lanes ----

@@ -5,6 +5,7 @@
 // Q5_K with several tokens put eight rows in the lanes of a register instead (TilePackedK45 below).
 #if defined(__x86_64__)
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "kernels/avx2_util.h"
@@ -121,7 +122,7 @@ struct K45Kernel {
 // One token (decode) stays on K45Kernel above: it streams the weights with prefetching and has nothing to
 // amortise a transposition over.
 
-// The 8x8 dword transposition of matmul_avx2_q.cc's Transpose8x8Epi32 for rows in memory: its last stage
+// The 8x8 dword transposition of avx2_util.h's Transpose8x8Epi32 for rows in memory: its last stage
 // (the 128-bit halves) done by the loads.
 LLAMAY_AVX2_INLINE __m256i Load2x128(const uint8_t* lo, const uint8_t* hi) {
   return _mm256_inserti128_si256(
@@ -488,6 +489,136 @@ struct K16Kernel {
   }
 };
 
+// ---- Q6_K with several tokens: eight rows' weights transposed once per tile -----------------------------
+// TilePackedK45's layout for Q6_K: per group of 8 rows and super-block, Q6KTraits::Unpack's registers (q +
+// 32, 32 elements each: register c = 4h + k holds sub-blocks 2c and 2c + 1) are transposed so that register j
+// of chunk c holds elements 4j..4j+3 of row r in lane r. Per token and sub-block (registers 0..3 or 4..7 of
+// its chunk), two vpmaddubsw pair sums at a time add up in int16 (2 x 2 x 63 x 128 = 32256), and a vpmaddwd
+// against the rows' scale (an int16 pair per lane) gives exact int32 partials. The +32 comes off once per
+// super-block: 32 x sum over s of sc_s x bsums_s, eight vpmaddwd of the rows' scale pairs against the
+// token's bsum pairs. The f32 step is the reference's (acc + float(sumi) x (d x d_a)), for eight rows at
+// once.
+struct alignas(32) PackedQ6K {
+  __m256i q[8][8];   // chunk c, register j: elements 32c + 4j..4j+3 of row r in lane r, as q + 32
+  __m256i sc[16];    // sub-block s: lane r = sc_s of row r, twice, as int16
+  __m256i pairs[8];  // register k: lane r = (sc_2k, sc_2k+1) of row r as int16
+  __m256 d;          // lane r: row r's d
+};
+
+LLAMAY_AVX2_INLINE void PackQ6K(const uint8_t* const* w, int64_t b, PackedQ6K* out) {
+  const BlockQ6_K* blk[8];
+  for (int r = 0; r < 8; ++r) blk[r] = reinterpret_cast<const BlockQ6_K*>(w[r]) + b;
+  for (int h = 0; h < 2; ++h) {
+    __m256i rows[8][4];
+    for (int r = 0; r < 8; ++r) Q6KTraits::Unpack(*blk[r], h, rows[r]);
+    for (int k = 0; k < 4; ++k) {
+      __m256i v[8];
+      for (int r = 0; r < 8; ++r) v[r] = rows[r][k];
+      avx2::Transpose8x8Epi32(v);
+      for (int j = 0; j < 8; ++j) out->q[4 * h + k][j] = v[j];
+    }
+  }
+  // Row r's 16 scales as int16 are 8 dwords of pairs: transposed, register k holds pair k of every row.
+  for (int r = 0; r < 8; ++r)
+    out->pairs[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
+  avx2::Transpose8x8Epi32(out->pairs);
+  for (int k = 0; k < 8; ++k) {  // words (0, 0, 2, 2) and (1, 1, 3, 3) of each 64 bits
+    out->sc[2 * k] = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(out->pairs[k], 0xA0), 0xA0);
+    out->sc[2 * k + 1] = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(out->pairs[k], 0xF5), 0xF5);
+  }
+  out->d = avx2::Gather8F16<sizeof(BlockQ6_K)>(w, b, offsetof(BlockQ6_K, d));
+}
+
+// 8 packed rows x T tokens.
+template <int T>
+LLAMAY_AVX2 void RunPackedQ6K(const PackedQ6K* pk, const uint8_t* act, size_t as, int64_t nb, float* const* y,
+                              size_t ys, const uint8_t* ahead) {
+  const BlockQ8_K* ab[T];
+  for (int t = 0; t < T; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + t * as);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const PackedQ6K& p = pk[b];
+    if (ahead != nullptr) {
+      // The next 8 rows, which the next packing reads: a share of 8 blocks per block (see RunPackedK45).
+      const char* next =
+          reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(sizeof(BlockQ6_K));
+      for (int off = 0; off < 8 * static_cast<int>(sizeof(BlockQ6_K)); off += 64)
+        _mm_prefetch(next + off, _MM_HINT_T0);
+    }
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 4
+      for (int j0 = 0; j0 < 8; j0 += 2) {  // registers j0, j0 + 1: half of sub-block 2c + j0 / 4
+        __m256i s16[T];
+#pragma GCC unroll 2
+        for (int j = j0; j < j0 + 2; ++j) {
+          const __m256i q = p.q[c][j];
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const __m256i prod = _mm256_maddubs_epi16(q, avx2::Broadcast4Bytes(ab[t][b].qs + 32 * c + 4 * j));
+            s16[t] = j == j0 ? prod : _mm256_add_epi16(s16[t], prod);
+          }
+        }
+        const __m256i sc = p.sc[2 * c + j0 / 4];
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+          __asm__("" : "+x"(isum[t]));  // T running chains, as in RunPackedK45
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      int32_t bsum_pairs[8];
+      std::memcpy(bsum_pairs, ab[t][b].bsums, sizeof(bsum_pairs));
+      __m256i off = _mm256_madd_epi16(p.pairs[0], _mm256_set1_epi32(bsum_pairs[0]));
+      for (int k = 1; k < 8; ++k)
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(p.pairs[k], _mm256_set1_epi32(bsum_pairs[k])));
+      const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, Q6KTraits::kOffsetShift));
+      const __m256 dd = _mm256_mul_ps(p.d, _mm256_set1_ps(ab[t][b].d));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dd));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    for (int r = 0; r < 8; ++r)
+      if (y[r] != nullptr) y[r][t * ys] = out[r];
+  }
+}
+
+template <int T>
+LLAMAY_AVX2_INLINE void RunPackedQ6KUpTo(int n, const PackedQ6K* pk, const uint8_t* act, size_t as,
+                                         int64_t nb, float* const* y, size_t ys, const uint8_t* ahead) {
+  if constexpr (T > 1) {
+    if (n < T) return RunPackedQ6KUpTo<T - 1>(n, pk, act, as, nb, y, ys, ahead);
+  }
+  RunPackedQ6K<T>(pk, act, as, nb, y, ys, ahead);
+}
+
+LLAMAY_AVX2 void TilePackedQ6K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
+                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  const int64_t nb = n_in / kQkK;
+  thread_local std::vector<PackedQ6K> packed;
+  if (packed.size() < static_cast<size_t>(nb)) packed.resize(static_cast<size_t>(nb));
+  for (int64_t r = 0; r < rows; r += 8) {
+    const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
+    for (int64_t b = 0; b < nb; ++b) PackQ6K(g.w, b, &packed[static_cast<size_t>(b)]);
+    const uint8_t* pf = r + 8 < rows ? w + (r + 8) * ws : nullptr;  // prefetched during the first token tile
+    for (int64_t t = 0; t < tokens;) {
+      float* yt[8];
+      for (int i = 0; i < 8; ++i) yt[i] = g.y[i] != nullptr ? g.y[i] + t * ys : nullptr;
+      if (t > 0) pf = nullptr;
+      const int64_t rest = tokens - t, groups = (rest + kPackedTokens - 1) / kPackedTokens;
+      const int n = static_cast<int>((rest + groups - 1) / groups);
+      RunPackedQ6KUpTo<kPackedTokens>(n, packed.data(), act + t * as, as, nb, yt, ys, pf);
+      t += n;
+    }
+  }
+}
+
 }  // namespace
 
 LLAMAY_AVX2 void TileAvx2Q4_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
@@ -504,7 +635,8 @@ LLAMAY_AVX2 void TileAvx2Q5_K(const uint8_t* w, size_t ws, int64_t rows, const u
 }
 LLAMAY_AVX2 void TileAvx2Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {
-  avx2::RunTile<K16Kernel<Q6KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  if (tokens == 1) return avx2::RunTile<K16Kernel<Q6KTraits>>(w, ws, rows, act, as, tokens, n_in, y, ys);
+  TilePackedQ6K(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX2 void TileAvx2Q3_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                               int64_t tokens, int64_t n_in, float* y, size_t ys) {

@@ -18,6 +18,7 @@ namespace {
 
 using avx2::F16;
 using avx2::Load256;
+using avx2::Transpose8x8Epi32;
 
 // Signed weights (Q8_0): |w| * (a with w's sign), so that w = -128 still multiplies correctly.
 struct Q8_0Traits {
@@ -204,26 +205,6 @@ using Q5_1Traits = MinTraits<BlockQ5_1, true>;
 //     is subtracted from the int32 sums.
 //   - Q8_0 (signed): |w| against a with w's sign, as in Q8_0Traits; each vpmaddubsw result is widened on its
 //     own (two int16 products can reach 2 x 128 x 127).
-
-// v[r] = the 8 dwords of row r -> v[j] = dword j of rows 0..7.
-LLAMAY_AVX2_INLINE void Transpose8x8Epi32(__m256i* v) {
-  __m256i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // rows 0..3, then 4..7
-    const __m256i* th = t + 4 * h;
-    u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
-    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    v[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-    v[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
-  }
-}
 
 template <typename B, int kOff, bool kFive>
 struct PackedNibbles {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -312,6 +313,56 @@ TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
             test_util::SameBits(y1, std::vector<float>(ys.begin() + k * rows, ys.begin() + (k + 1) * rows)))
             << IsaName(isa) << " one token, token " << k;
       }
+    }
+  }
+}
+
+// Q6_K at its extremes (values -32 and 31, scales -128 and 127, activations -128 and 127) through the
+// several-token kernels, whose int16 pair sums reach 2 x 2 x 63 x 128 = 32256 before they widen, and the
+// one-token ones: the reference's bits on every level.
+TEST(VecDot, Q6_KExtremesMatchOnEveryLevel) {
+  const TensorType t = TensorType::kQ6_K;
+  const int64_t n = 512, rows = 11, tokens = 6;
+  const size_t ws = TypeRowBytes(t, n), as = ActivationRowBytes(ActivationFormat(t), n);
+  std::vector<uint8_t> w(ws * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* b = reinterpret_cast<BlockQ6_K*>(w.data() + r * ws);
+    for (int64_t i = 0; i < n / kQkK; ++i) {
+      b[i].d = F32ToF16(r % 2 ? 0.5f : -0.25f);
+      std::memset(b[i].ql, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].ql));  // with qh: q = 63 (31) or 0 (-32)
+      std::memset(b[i].qh, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].qh));
+      for (int s = 0; s < 16; ++s) b[i].scales[s] = static_cast<int8_t>((s + r) % 2 ? 127 : -128);
+    }
+  }
+  std::vector<uint8_t> act(as * tokens);
+  std::vector<std::vector<float>> xs;
+  for (int64_t k = 0; k < tokens; ++k) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = k % 3 == 0 ? 1.0f : k % 3 == 1 ? -1.0f : (i % 2 ? 1.0f : -1.0f);
+    QuantizeActivationRow(ActivationFormat(t), x.data(), n, act.data() + k * as);
+    xs.push_back(DequantAct(ActivationFormat(t), act.data() + k * as, n));
+  }
+  std::vector<float> ys(rows * tokens);
+  GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
+  for (int64_t k = 0; k < tokens; ++k) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> wd(n);
+      DequantizeRow(t, w.data() + r * ws, wd.data(), n);
+      double exact = 0;
+      for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wd[i]) * xs[k][i];
+      EXPECT_NEAR(ys[k * rows + r], exact, std::fabs(exact) * 1e-6) << "row " << r << " token " << k;
+    }
+  }
+  for (Isa isa : test_util::SupportedIsas()) {
+    std::vector<float> yv(rows * tokens);
+    GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
+    EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
+    for (int64_t k = 0; k < tokens; ++k) {
+      std::vector<float> y1(rows);
+      GetTileFn(t, isa, n)(w.data(), ws, rows, act.data() + k * as, as, 1, n, y1.data(), 1);
+      EXPECT_TRUE(
+          test_util::SameBits(y1, std::vector<float>(ys.begin() + k * rows, ys.begin() + (k + 1) * rows)))
+          << IsaName(isa) << " one token, token " << k;
     }
   }
 }
