@@ -1,13 +1,12 @@
 // AVX-512 (BW + VNNI) tile kernels for the super-block types against Q8_K activations with several tokens:
-// Q4_K, Q5_K, Q3_K, Q2_K and IQ4_XS. The design of TilePackedK45 in matmul_avx2_k.cc with 16 rows in the 16
-// int32 lanes of a zmm instead of 8 in a ymm. One token (decode) of Q4_K, Q5_K and Q6_K has a kernel of its
-// own (matmul_decode_k.cc; Q6_K has no packed kernel here: several tokens take the AVX2 one); the others stay
-// on the AVX2 kernels (TileAvx2Q3_K and the rest): they stream the weights, prefetching ahead, and have
-// nothing to amortise a transposition over.
-// Measured for Q3_K, Q2_K and IQ4_XS on Sapphire Rapids, one thread: with the weights in cache the packed
-// kernel would be faster for one token too (Q3_K 1.4-1.9x, IQ4_XS 1.2-1.7x, Q2_K the same), but a decode
-// reads them from memory, and there (kernels_bench BM_DecodeStream, 512 MiB) the AVX2 kernels are 1.1x
-// (Q3_K) to 1.6x (Q2_K, IQ4_XS) faster; with 8 tokens the packed kernels are 2.1-2.7x faster there.
+// Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS. The design of TilePackedK45 in matmul_avx2_k.cc with 16 rows in
+// the 16 int32 lanes of a zmm instead of 8 in a ymm. One token (decode) of Q4_K, Q5_K and Q6_K has a kernel
+// of its own (matmul_decode_k.cc); the others stay on the AVX2 kernels (TileAvx2Q3_K and the rest): they
+// stream the weights, prefetching ahead, and have nothing to amortise a transposition over. Measured for
+// Q3_K, Q2_K and IQ4_XS on Sapphire Rapids, one thread: with the weights in cache the packed kernel would be
+// faster for one token too (Q3_K 1.4-1.9x, IQ4_XS 1.2-1.7x, Q2_K the same), but a decode reads them from
+// memory, and there (kernels_bench BM_DecodeStream, 512 MiB) the AVX2 kernels are 1.1x (Q3_K) to 1.6x (Q2_K,
+// IQ4_XS) faster; with 8 tokens the packed kernels are 2.1-2.7x faster there.
 //
 // How they reach the reference's bits (reference/dot_ref.cc, vec_dot.h's canonical order): everything
 // before the per-super-block f32 step is exact integer arithmetic, so any order gives the same sumi and
@@ -19,12 +18,13 @@
 //     magnitude, so it fits int16), then one vpdpwssd into sumi against the scale as the int16 pair (sc, 0):
 //     the low word of the run's sum times sc, plus its high word times 0;
 //   - kMul32, Q5_K and IQ4_XS: a run of eight vpdpbusd (a sub-block of 32, whose sum can pass int16), then
-//     vpmulld by the scale and vpaddd into sumi;
+//     vpmulld by the scale and vpaddd into sumi; Q6_K the same with runs of four (sub-blocks of 16);
 //   - kNone, Q2_K: the scale (4 bits, unsigned) is multiplied into the weights when they are packed (sc x q
 //     <= 15 x 3 fits a byte), so the 64 vpdpbusd add straight into sumi.
-// The types with signed values store them offset to unsigned bytes (Q3_K q + 4, IQ4_XS its grid value + 128):
-// their runs start from -offset x the sub-block's activation sum (from bsums, once per tile: TokenTable), so
-// that each run ends at the exact sum of the signed values times the activations (Q3_K: |.| <= 8192).
+// The types with signed values store them offset to unsigned bytes (Q3_K q + 4, Q6_K q + 32, IQ4_XS its grid
+// value + 128): their runs start from -offset x the sub-block's activation sum (from bsums, once per tile:
+// TokenTable), so that each run ends at the exact sum of the signed values times the activations (Q3_K:
+// |.| <= 8192).
 // Measured on Sapphire Rapids for Q4_K/Q5_K against the AVX2 route of vpmaddubsw summed in int16, then
 // vpmaddwd/vpdpwssd against the scales: the vpdpbusd + vpmulld form was 5-10% faster at 512 tokens (the same
 // at 8), and Q4_K's vpdpwssd form another 0-10%. Starting the runs from the offset terms, rather than
@@ -321,6 +321,47 @@ struct IQ4XS {
   }
 };
 
+// Q6_K: 16 sub-blocks of 16 with int8 scales, no min; element 128h + 32k + l is the nibble k / 2 of
+// ql[64h + 32(k % 2) + l] with bits 2k..2k+1 of qh[32h + l] above it. The packed bytes are q + 32 in
+// [0, 63]; the run of sub-block s starts from -32 x bsums[s], so that it ends at the exact sum of q x a
+// (|.| <= 16 x 32 x 128 = 65536, past int16: the scale is applied with vpmulld).
+struct Q6K {
+  using Block = BlockQ6_K;
+  using Packed = Packed16<16, 0>;
+  static constexpr Scale kScale = Scale::kMul32;
+  static constexpr int kRun = 4, kPerScale = 4, kTokenInts = 16, kPairs = 0;
+  static constexpr bool kHasMin = false, kStarts = true;
+  static void TokenInts(const BlockQ8_K& a, int32_t* out) {
+    for (int s = 0; s < 16; ++s) out[s] = -32 * a.bsums[s];
+  }
+
+  LLAMAY_AVX512_INLINE static void Pack(const uint8_t* const* w, int64_t b, Packed* out) {
+    const uint8_t* blk[kGroup];
+    for (int r = 0; r < kGroup; ++r) blk[r] = w[r] + b * sizeof(Block);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      __m512i ql[16], qh[8];  // dword i: bytes 4i..4i+3 of this half's ql (64 bytes) and qh (32 bytes)
+      for (int c = 0; c < 4; ++c) LoadTransposed16(blk, offsetof(Block, ql) + 64 * h + 16 * c, ql + 4 * c);
+      for (int c = 0; c < 2; ++c) LoadTransposed16(blk, offsetof(Block, qh) + 32 * h + 16 * c, qh + 4 * c);
+      for (int k = 0; k < 4; ++k) {
+        for (int m = 0; m < 8; ++m) {  // elements 128h + 32k + 4m..4m+3: register 32h + 8k + m
+          const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql[8 * (k % 2) + m], 4 * (k / 2)), low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh[m], 2 * k), three);
+          out->q[32 * h + 8 * k + m] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+        }
+      }
+    }
+    __m512i f[4];  // f[m] byte i: scales[4m + i]
+    LoadTransposed16(blk, offsetof(Block, scales), f);
+    for (int sb = 0; sb < 16; ++sb)
+      out->sc[sb] = _mm512_srai_epi32(_mm512_slli_epi32(f[sb / 4], 24 - 8 * (sb % 4)), 24);
+    // Bytes 194..209 (the block's last 16): d is the high word of dword 3.
+    __m512i e[4];
+    LoadTransposed16(blk, sizeof(Block) - 16, e);
+    out->d = LowHalfF16(_mm512_srli_epi32(e[3], 16));
+  }
+};
+
 // 16 packed rows x T tokens. ti[(t * nb + b) * K::kTokenInts + i]: TokenInts of token t, super-block b.
 // y + t * ys: row r of token t in lane r, lanes in m only.
 template <class K, int T>
@@ -474,7 +515,7 @@ LLAMAY_AVX512 void TileAvx512Q4_K(const uint8_t* w, size_t ws, int64_t rows, con
 LLAMAY_AVX512 void TileAvx512Q6_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
   if (tokens == 1) return DecodeAvx512Q6_K(w, ws, rows, act, n_in, y);  // matmul_decode_k.cc
-  TileAvx2Q6_K(w, ws, rows, act, as, tokens, n_in, y, ys);
+  TilePacked16<Q6K>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX512 void TileAvx512Q5_K(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
