@@ -259,81 +259,12 @@ TEST(VecDot, MXFP4ExtremeScalesMatchOnEveryLevel) {
   }
 }
 
-// IQ4_NL and IQ4_XS at the grid's extremes (-127 and 113, IQ4_XS's scales -32 and 31) against activations
-// of +-127, where a kernel whose int16 pair sums saturated would go wrong: every level, with several tokens
-// and with one, gives the scalar kernel's bits, and those are the exact dot to f32 rounding.
-TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
-  const int64_t n = 256, rows = 9, tokens = 3;
-  for (TensorType t : {TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
-    SCOPED_TRACE(std::string(TensorTypeName(t)));
-    const size_t ws = TypeRowBytes(t, n), as = ActivationRowBytes(ActivationFormat(t), n);
-    std::vector<uint8_t> w(ws * rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      uint8_t* row = w.data() + r * ws;
-      const uint8_t q = r % 2 ? 0xF0 : 0x00;  // nibbles 0 (-127) and 15 (113), or 0 alone
-      if (t == TensorType::kIQ4_NL) {
-        auto* b = reinterpret_cast<BlockIQ4_NL*>(row);
-        for (int64_t i = 0; i < n / 32; ++i) b[i].d = F32ToF16(0.5f), std::memset(b[i].qs, q, 16);
-      } else {
-        auto* b = reinterpret_cast<BlockIQ4_XS*>(row);
-        b->d = F32ToF16(0.5f);
-        b->scales_h = r % 3 ? 0xFFFF : 0x0000;  // ls = 63 or 0 with the low nibbles below
-        std::memset(b->scales_l, r % 3 ? 0xFF : 0x00, 4);
-        std::memset(b->qs, q, 128);
-      }
-    }
-    std::vector<uint8_t> act(as * tokens);
-    std::vector<std::vector<float>> xs;
-    for (int64_t k = 0; k < tokens; ++k) {
-      std::vector<float> x(n);
-      for (int64_t i = 0; i < n; ++i) x[i] = k == 0 ? 1.0f : k == 1 ? -1.0f : (i % 2 ? 1.0f : -1.0f);
-      QuantizeActivationRow(ActivationFormat(t), x.data(), n, act.data() + k * as);
-      xs.push_back(DequantAct(ActivationFormat(t), act.data() + k * as, n));
-    }
-    std::vector<float> ys(rows * tokens);
-    GetTileFn(t, Isa::kScalar, n)(w.data(), ws, rows, act.data(), as, tokens, n, ys.data(), rows);
-    for (int64_t k = 0; k < tokens; ++k) {
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> wd(n);
-        DequantizeRow(t, w.data() + r * ws, wd.data(), n);
-        double exact = 0;
-        for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wd[i]) * xs[k][i];
-        EXPECT_NEAR(ys[k * rows + r], exact, std::fabs(exact) * 1e-6) << "row " << r << " token " << k;
-      }
-    }
-    for (Isa isa : test_util::SupportedIsas()) {
-      std::vector<float> yv(rows * tokens);
-      GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
-      EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
-      // One token at a time: the decode kernels (IQ4_NL's AVX-512 one sums grid values offset to 1..241).
-      for (int64_t k = 0; k < tokens; ++k) {
-        std::vector<float> y1(rows);
-        GetTileFn(t, isa, n)(w.data(), ws, rows, act.data() + k * as, as, 1, n, y1.data(), 1);
-        EXPECT_TRUE(
-            test_util::SameBits(y1, std::vector<float>(ys.begin() + k * rows, ys.begin() + (k + 1) * rows)))
-            << IsaName(isa) << " one token, token " << k;
-      }
-    }
-  }
-}
-
-// Q6_K at its extremes (values -32 and 31, scales -128 and 127, activations -128 and 127) through the
-// several-token kernels, whose int16 pair sums reach 2 x 2 x 63 x 128 = 32256 before they widen, and the
-// one-token ones: the reference's bits on every level.
-TEST(VecDot, Q6_KExtremesMatchOnEveryLevel) {
-  const TensorType t = TensorType::kQ6_K;
-  const int64_t n = 512, rows = 11, tokens = 6;
+// Weights `w` (rows of type t) against activations at their extremes (token k: all +1, all -1, or
+// alternating, by k % 3, quantised to +-127 or -128): the scalar kernel is the exact dot to f32 rounding,
+// and every level, with several tokens and with one, gives its bits.
+void ExpectExtremesMatchOnEveryLevel(TensorType t, int64_t n, int64_t rows, int64_t tokens,
+                                     const std::vector<uint8_t>& w) {
   const size_t ws = TypeRowBytes(t, n), as = ActivationRowBytes(ActivationFormat(t), n);
-  std::vector<uint8_t> w(ws * rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    auto* b = reinterpret_cast<BlockQ6_K*>(w.data() + r * ws);
-    for (int64_t i = 0; i < n / kQkK; ++i) {
-      b[i].d = F32ToF16(r % 2 ? 0.5f : -0.25f);
-      std::memset(b[i].ql, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].ql));  // with qh: q = 63 (31) or 0 (-32)
-      std::memset(b[i].qh, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].qh));
-      for (int s = 0; s < 16; ++s) b[i].scales[s] = static_cast<int8_t>((s + r) % 2 ? 127 : -128);
-    }
-  }
   std::vector<uint8_t> act(as * tokens);
   std::vector<std::vector<float>> xs;
   for (int64_t k = 0; k < tokens; ++k) {
@@ -357,6 +288,7 @@ TEST(VecDot, Q6_KExtremesMatchOnEveryLevel) {
     std::vector<float> yv(rows * tokens);
     GetTileFn(t, isa, n)(w.data(), ws, rows, act.data(), as, tokens, n, yv.data(), rows);
     EXPECT_TRUE(test_util::SameBits(ys, yv)) << IsaName(isa);
+    // One token at a time: the decode kernels.
     for (int64_t k = 0; k < tokens; ++k) {
       std::vector<float> y1(rows);
       GetTileFn(t, isa, n)(w.data(), ws, rows, act.data() + k * as, as, 1, n, y1.data(), 1);
@@ -365,6 +297,51 @@ TEST(VecDot, Q6_KExtremesMatchOnEveryLevel) {
           << IsaName(isa) << " one token, token " << k;
     }
   }
+}
+
+// IQ4_NL and IQ4_XS at the grid's extremes (-127 and 113, IQ4_XS's scales -32 and 31), where a kernel whose
+// int16 pair sums saturated would go wrong (IQ4_NL's AVX-512 decode sums grid values offset to 1..241).
+TEST(VecDot, LookupTypesAtTheirExtremesMatchOnEveryLevel) {
+  const int64_t n = 256, rows = 9, tokens = 3;
+  for (TensorType t : {TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
+    SCOPED_TRACE(std::string(TensorTypeName(t)));
+    const size_t ws = TypeRowBytes(t, n);
+    std::vector<uint8_t> w(ws * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t* row = w.data() + r * ws;
+      const uint8_t q = r % 2 ? 0xF0 : 0x00;  // nibbles 0 (-127) and 15 (113), or 0 alone
+      if (t == TensorType::kIQ4_NL) {
+        auto* b = reinterpret_cast<BlockIQ4_NL*>(row);
+        for (int64_t i = 0; i < n / 32; ++i) b[i].d = F32ToF16(0.5f), std::memset(b[i].qs, q, 16);
+      } else {
+        auto* b = reinterpret_cast<BlockIQ4_XS*>(row);
+        b->d = F32ToF16(0.5f);
+        b->scales_h = r % 3 ? 0xFFFF : 0x0000;  // ls = 63 or 0 with the low nibbles below
+        std::memset(b->scales_l, r % 3 ? 0xFF : 0x00, 4);
+        std::memset(b->qs, q, 128);
+      }
+    }
+    ExpectExtremesMatchOnEveryLevel(t, n, rows, tokens, w);
+  }
+}
+
+// Q6_K at its extremes (values -32 and 31, scales -128 and 127), through the several-token kernels, whose
+// AVX2 int16 pair sums reach 2 x 2 x 63 x 128 = 32256 before they widen, and the one-token ones.
+TEST(VecDot, Q6_KExtremesMatchOnEveryLevel) {
+  const TensorType t = TensorType::kQ6_K;
+  const int64_t n = 512, rows = 11, tokens = 6;
+  const size_t ws = TypeRowBytes(t, n);
+  std::vector<uint8_t> w(ws * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    auto* b = reinterpret_cast<BlockQ6_K*>(w.data() + r * ws);
+    for (int64_t i = 0; i < n / kQkK; ++i) {
+      b[i].d = F32ToF16(r % 2 ? 0.5f : -0.25f);
+      std::memset(b[i].ql, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].ql));  // with qh: q = 63 (31) or 0 (-32)
+      std::memset(b[i].qh, (r + i) % 3 ? 0xFF : 0x00, sizeof(b[i].qh));
+      for (int s = 0; s < 16; ++s) b[i].scales[s] = static_cast<int8_t>((s + r) % 2 ? 127 : -128);
+    }
+  }
+  ExpectExtremesMatchOnEveryLevel(t, n, rows, tokens, w);
 }
 
 // Float types with n_in not a multiple of 8 take the scalar kernel on every ISA: same bits.
