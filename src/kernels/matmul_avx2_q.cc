@@ -308,12 +308,19 @@ struct PackedMxfp4 : PackedNibbles<BlockMXFP4, kMxfp4Offset, true> {
 // 8 packed rows x T tokens; off[t * nb + b] = kOffset x the sum of token t's block b.
 template <class P, int T>
 LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, size_t as, const int32_t* off,
-                           int64_t nb, float* const* y, size_t ys) {
+                           int64_t nb, float* const* y, size_t ys, const uint8_t* ahead) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename P::Packed& p = pk[b];
+    if (ahead != nullptr) {
+      // The next 8 rows, which the next packing reads (an expert's slab comes from memory): rows are usually
+      // contiguous, so a share of 8 blocks per block.
+      constexpr int kShare = 8 * static_cast<int>(sizeof(typename P::Block));
+      const char* next = reinterpret_cast<const char*>(ahead) + b * kShare;
+      for (int o = 0; o < kShare; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const BlockQ8_0& ab = reinterpret_cast<const BlockQ8_0*>(act + t * as)[b];
@@ -354,26 +361,29 @@ LLAMAY_AVX2 void TilePacked(const uint8_t* w, size_t ws, int64_t rows, const uin
     const uint8_t* const* wr = g.w;
     float* const* yr = g.y;
     for (int64_t b = 0; b < nb; ++b) P::Pack(wr, b, &packed[static_cast<size_t>(b)]);
+    // The next row group is prefetched during the first token tile.
+    const uint8_t* pf = r + 8 < rows ? w + (r + 8) * ws : nullptr;
     for (int64_t t = 0; t < tokens;) {
       float* yt[8];
       for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
       const uint8_t* at = act + t * as;
       const int32_t* ot = P::kOffset != 0 ? off.data() + t * nb : nullptr;
+      if (t > 0) pf = nullptr;
       switch (tokens - t < kTokens ? tokens - t : kTokens) {
         case 4:
-          RunPacked<P, 4>(packed.data(), at, as, ot, nb, yt, ys);
+          RunPacked<P, 4>(packed.data(), at, as, ot, nb, yt, ys, pf);
           t += 4;
           break;
         case 3:
-          RunPacked<P, 3>(packed.data(), at, as, ot, nb, yt, ys);
+          RunPacked<P, 3>(packed.data(), at, as, ot, nb, yt, ys, pf);
           t += 3;
           break;
         case 2:
-          RunPacked<P, 2>(packed.data(), at, as, ot, nb, yt, ys);
+          RunPacked<P, 2>(packed.data(), at, as, ot, nb, yt, ys, pf);
           t += 2;
           break;
         default:
-          RunPacked<P, 1>(packed.data(), at, as, ot, nb, yt, ys);
+          RunPacked<P, 1>(packed.data(), at, as, ot, nb, yt, ys, pf);
           t += 1;
       }
     }
