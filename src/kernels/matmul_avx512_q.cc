@@ -418,6 +418,7 @@ LLAMAY_AVX512 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t
 
 LLAMAY_AVX512 void TileAvx512Q8_0(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                   int64_t tokens, int64_t n_in, float* y, size_t ys) {
+  if (tokens == 1) return DecodeAvx512Q8_0(w, ws, rows, act, n_in, y);  // matmul_decode_nibbles.cc
   Tile<Q8_0Weights>(w, ws, rows, act, as, tokens, n_in, y, ys);
 }
 LLAMAY_AVX512 void TileAvx512Q4_0(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,

@@ -38,40 +38,58 @@ void TileAvx2Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64
 void TileAvx2Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx2Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx2Q2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q8_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q4_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q5_0(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
 // Q6_K: one token on matmul_decode_k.cc's kernel, several on the AVX2 tile kernel.
-void TileAvx512Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Q2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512Q2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
 void TileAvx512F32(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileAvx512F16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512Bf16(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
 // The lookup-table types (matmul_avx2_q.cc, matmul_avx512_q.cc).
-void TileAvx2IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512IQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                      size_t);
 void TileAvx2MXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512MXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx512MXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                     size_t);
 // IQ4_XS (matmul_avx2_iq.cc; the AVX-512 one, with the K-quants, in matmul_avx512_k.cc).
-void TileAvx2IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
-void TileAvx512IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileAvx2IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
+void TileAvx512IQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                      size_t);
 
 // One-token (decode) kernels behind the tile kernels of the same type when tokens == 1: y[r] for r < rows
 // (same bits as the tile kernels; matmul_decode_*.cc says how they read the weights).
 // w: rows x [w_stride bytes]; act: one prepared activation row; y: [rows].
 // matmul_decode_nibbles.cc: the types of 16 nibble bytes per 32-element block (IQ4_NL's AVX2 decode is its
-// tile kernel's).
-void DecodeAvx2Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
-void DecodeAvx2MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in, float* y);
+// tile kernel's), and Q8_0 at AVX-512.
+void DecodeAvx2Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                    float* y);
+void DecodeAvx2MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                     float* y);
 void DecodeAvx512Q4_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
 void DecodeAvx512MXFP4(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                        float* y);
 void DecodeAvx512IQ4_NL(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                         float* y);
+void DecodeAvx512Q8_0(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
+                      float* y);
 // matmul_decode_k.cc: Q4_K, Q5_K and Q6_K against Q8_K activations.
 void DecodeAvx512Q4_K(const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* act, int64_t n_in,
                       float* y);
@@ -98,10 +116,12 @@ void TileNeonQ6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64
 void TileNeonQ3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 void TileNeonQ2_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 // The lookup-table types (matmul_neon_q.cc).
-void TileNeonIQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonIQ4_NL(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
 void TileNeonMXFP4(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
 // IQ4_XS (matmul_neon_k.cc, with the K-quants).
-void TileNeonIQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, size_t);
+void TileNeonIQ4_XS(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
+                    size_t);
 #endif
 
 }  // namespace llamay::kernels
