@@ -1,8 +1,8 @@
 // One-token (matrix-vector) kernels for AVX2 and AVX-512 VNNI: the decode path of the weight types whose
 // 32-element block is a scale and 16 bytes of nibbles in Q4_0's order (Q4_0, and the lookup-table types
-// MXFP4 and IQ4_NL), bit-identical to the scalar reference (vec_dot.h's canonical order: per block one
-// exact int32 sum, then acc = acc + float(isum) * (d_w * d_a), blocks in order) and so to the batched tile
-// kernels.
+// MXFP4 and IQ4_NL), and of Q8_0 at AVX-512 (its section below), bit-identical to the scalar reference
+// (vec_dot.h's canonical order: per block one exact int32 sum, then acc = acc + float(isum) * (d_w * d_a),
+// blocks in order) and so to the batched tile kernels.
 //
 // The batched kernels unpack each 16-byte block of nibbles into 32 bytes in element order. Here nothing is
 // reordered: the nibble bytes of several rows are loaded side by side, one row per 128-bit lane, and the
@@ -214,7 +214,7 @@ struct Q8_0Bytes {
 LLAMAY_AVX512 void RunAvx512Q8_0Rows8(const uint8_t* const* w, const uint8_t* ahead, const ActBlock* pa,
                                       int64_t nb, const uint8_t* act, float* const* y) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  // After the reduction below, row r's sum is dword kPick[r] of (v[0], v[1]).
+  // After the reduction below, row r's sum is dword pick[r] of (v[0], v[1]).
   const __m512i pick = _mm512_setr_epi32(0, 8, 1, 9, 16, 24, 17, 25, 0, 0, 0, 0, 0, 0, 0, 0);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {

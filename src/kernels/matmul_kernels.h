@@ -48,7 +48,7 @@ void TileAvx512Q4_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int
                     size_t);
 void TileAvx512Q5_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
                     size_t);
-// Q6_K: one token on matmul_decode_k.cc's kernel, several on the AVX2 tile kernel.
+// Q6_K: one token on matmul_decode_k.cc's kernel, several on its packed kernel (matmul_avx512_k.cc).
 void TileAvx512Q6_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
                     size_t);
 void TileAvx512Q3_K(const uint8_t*, size_t, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
