@@ -151,6 +151,30 @@ LLAMAY_AVX2 void RunAvx2Rows8(const uint8_t* const* w, const uint8_t* ahead, con
 
 // ---- AVX-512: four rows per register (one per 128-bit lane), two registers: 8 rows per tile.
 
+// Per 128-bit lane of the result: dword 0 is the sum of that lane of a, dword 1 of b.
+LLAMAY_AVX512_INLINE __m512i LaneSums2(__m512i a, __m512i b) {
+  // Per 128-bit lane: [a.0 + a.2, b.0 + b.2, a.1 + a.3, b.1 + b.3], then dwords 0 and 1 complete.
+  const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  return _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+}
+
+// The reference's f32 step for block b of the 8 rows w[0..7] (row i in lane i): acc + float(isum - off) *
+// (d_w * d_a).
+template <typename Block>
+LLAMAY_AVX2_INLINE __m256 AddBlock8(__m256 acc, __m256i isum, const uint8_t* const* w, int64_t b,
+                                    const ActBlock& a) {
+  const __m256 dd = _mm256_mul_ps(avx2::BlockScales8<Block>(w, b), _mm256_set1_ps(a.da));
+  return _mm256_add_ps(
+      acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, _mm256_set1_epi32(a.off))), dd));
+}
+
+LLAMAY_AVX2_INLINE void Store8(__m256 acc, float* const* y) {
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  for (int i = 0; i < 8; ++i)
+    if (y[i] != nullptr) *y[i] = out[i];
+}
+
 LLAMAY_AVX512_INLINE __m512i Load4Rows(const uint8_t* n0, const uint8_t* n1, const uint8_t* n2,
                                        const uint8_t* n3) {
   const __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(n0)));
@@ -186,18 +210,10 @@ LLAMAY_AVX512 void RunAvx512Rows8(const uint8_t* const* w, const uint8_t* ahead,
       // Per 128-bit lane (one row): four int32 partial sums of u * a.
       s[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo), hi, a_hi);
     }
-    // Per 128-bit lane: [s0.0 + s0.2, s1.0 + s1.2, s0.1 + s0.3, s1.1 + s1.3], then dwords 0 and 1 complete.
-    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-    const __m512i v = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-    const __m256i isum = _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(gather, v)),
-                                          _mm256_set1_epi32(pa[b].off));
-    const __m256 dd = _mm256_mul_ps(avx2::BlockScales8<Block>(w, b), _mm256_set1_ps(pa[b].da));
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
+    const __m512i v = LaneSums2(s[0], s[1]);
+    acc = AddBlock8<Block>(acc, _mm512_castsi512_si256(_mm512_permutexvar_epi32(gather, v)), w, b, pa[b]);
   }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
-  for (int i = 0; i < 8; ++i)
-    if (y[i] != nullptr) *y[i] = out[i];
+  Store8(acc, y);
 }
 
 // ---- Q8_0 at AVX-512: two rows per register (one per 256-bit half), four registers: 8 rows per tile.
@@ -232,25 +248,17 @@ LLAMAY_AVX512 void RunAvx512Q8_0Rows8(const uint8_t* const* w, const uint8_t* ah
           _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(q0)), _mm256_loadu_si256(q1), 1);
       s[g] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(x, flip), a);
     }
-    // Per pair (s[2p], s[2p+1]) and 128-bit lane: dwords 0 and 1 are the lane's sums of the two registers
-    // (as in RunAvx512Rows8); adding the neighbouring lane completes them: lane 0 holds rows 4p and 4p + 2,
-    // lane 2 rows 4p + 1 and 4p + 3.
+    // Per pair (s[2p], s[2p+1]): LaneSums2, then adding the neighbouring lane completes the rows: lane 0
+    // holds rows 4p and 4p + 2, lane 2 rows 4p + 1 and 4p + 3.
     __m512i v[2];
     for (int p = 0; p < 2; ++p) {
-      const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2 * p], s[2 * p + 1]),
-                                         _mm512_unpackhi_epi32(s[2 * p], s[2 * p + 1]));
-      const __m512i h = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+      const __m512i h = LaneSums2(s[2 * p], s[2 * p + 1]);
       v[p] = _mm512_add_epi32(h, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
     }
-    const __m256i isum = _mm256_sub_epi32(_mm512_castsi512_si256(_mm512_permutex2var_epi32(v[0], pick, v[1])),
-                                          _mm256_set1_epi32(pa[b].off));
-    const __m256 dd = _mm256_mul_ps(avx2::BlockScales8<BlockQ8_0>(w, b), _mm256_set1_ps(pa[b].da));
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
+    acc = AddBlock8<BlockQ8_0>(acc, _mm512_castsi512_si256(_mm512_permutex2var_epi32(v[0], pick, v[1])), w, b,
+                               pa[b]);
   }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
-  for (int i = 0; i < 8; ++i)
-    if (y[i] != nullptr) *y[i] = out[i];
+  Store8(acc, y);
 }
 
 // Tiles of 8 rows; a short last tile repeats its last row (results dropped).
