@@ -146,6 +146,26 @@ inline Rows8 RowGroup8(const uint8_t* w, size_t ws, int64_t rows, int64_t r, flo
   return g;
 }
 
+// Streaming a tile of 8 rows from memory: the rows of the next tile (`ahead`) usually follow these, so while
+// block b of this tile is read, the same share of the next one (8 blocks' worth) is prefetched, one
+// sequential stream whatever the row length (matmul_decode_nibbles.cc has the measurements).
+template <size_t kBlockBytes>
+LLAMAY_AVX2_INLINE void PrefetchTileShare(const uint8_t* ahead, int64_t b) {
+  const char* p = reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(kBlockBytes);
+  for (size_t off = 0; off < 8 * kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
+// A tile's results: lane r of acc[t] to y[r][t * ys] (a null y[r] is a padded row, dropped).
+template <int T>
+LLAMAY_AVX2_INLINE void StoreTile8(const __m256* acc, float* const* y, size_t ys) {
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    for (int r = 0; r < 8; ++r)
+      if (y[r] != nullptr) y[r][t * ys] = out[r];
+  }
+}
+
 // Runs Kernel::Run<R, T>(w, w_stride, act, act_stride, n_in, y, y_stride) over a rows x tokens tile in
 // register tiles of Kernel::kRows x Kernel::kTokens, with smaller instantiations for the edges.
 template <class Kernel, int R>

@@ -232,13 +232,8 @@ LLAMAY_AVX2 void RunPackedK45(const PackedK45<Block, kFive>* pk, const uint8_t* 
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const PackedK45<Block, kFive>& p = pk[b];
-    if (ahead != nullptr) {
-      // The next 8 rows, which the next packing reads (the weights may come from memory): rows are usually
-      // contiguous, so a share of 8 blocks per block.
-      const char* next = reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(sizeof(Block));
-      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64)
-        _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    // The next 8 rows, which the next packing reads (the weights may come from memory).
+    if (ahead != nullptr) avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -280,12 +275,7 @@ LLAMAY_AVX2 void RunPackedK45(const PackedK45<Block, kFive>* pk, const uint8_t* 
                                                    _mm256_mul_ps(_mm256_cvtepi32_ps(smin), dm)));
     }
   }
-  for (int t = 0; t < T; ++t) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[t]);
-    for (int r = 0; r < 8; ++r)
-      if (y[r] != nullptr) y[r][t * ys] = out[r];
-  }
+  avx2::StoreTile8<T>(acc, y, ys);
 }
 
 // Tokens per register tile of the packed kernel (3, 5 and 6 measured the same on 512-1024 x 1024-2816).
@@ -539,13 +529,7 @@ LLAMAY_AVX2 void RunPackedQ6K(const PackedQ6K* pk, const uint8_t* act, size_t as
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const PackedQ6K& p = pk[b];
-    if (ahead != nullptr) {
-      // The next 8 rows, which the next packing reads: a share of 8 blocks per block (see RunPackedK45).
-      const char* next =
-          reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(sizeof(BlockQ6_K));
-      for (int off = 0; off < 8 * static_cast<int>(sizeof(BlockQ6_K)); off += 64)
-        _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    if (ahead != nullptr) avx2::PrefetchTileShare<sizeof(BlockQ6_K)>(ahead, b);  // the next 8 rows
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -581,12 +565,7 @@ LLAMAY_AVX2 void RunPackedQ6K(const PackedQ6K* pk, const uint8_t* act, size_t as
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), dd));
     }
   }
-  for (int t = 0; t < T; ++t) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[t]);
-    for (int r = 0; r < 8; ++r)
-      if (y[r] != nullptr) y[r][t * ys] = out[r];
-  }
+  avx2::StoreTile8<T>(acc, y, ys);
 }
 
 template <int T>

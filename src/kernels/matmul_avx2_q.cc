@@ -129,12 +129,8 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
   __m256 acc[T], macc[T];
   for (int t = 0; t < T; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    if constexpr (T == 1) {
-      // Decode streams the weights: prefetch the next tile's share (its rows usually follow these).
-      const char* next = reinterpret_cast<const char*>(ahead) + b * 8 * sizeof(Block);
-      for (int off = 0; off < 8 * static_cast<int>(sizeof(Block)); off += 64)
-        _mm_prefetch(next + off, _MM_HINT_T0);
-    }
+    // Decode streams the weights: prefetch the next tile's share.
+    if constexpr (T == 1) avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     typename Tr::W wv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
@@ -155,13 +151,9 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
         macc[t] = _mm256_add_ps(macc[t], _mm256_mul_ps(mw, _mm256_set1_ps(F16(ab.s))));
     }
   }
-  for (int t = 0; t < T; ++t) {
-    if constexpr (Tr::kHasMin) acc[t] = _mm256_add_ps(acc[t], macc[t]);
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[t]);
-    for (int r = 0; r < 8; ++r)
-      if (y[r] != nullptr) y[r][t * ys] = out[r];
-  }
+  if constexpr (Tr::kHasMin)
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_add_ps(acc[t], macc[t]);
+  avx2::StoreTile8<T>(acc, y, ys);
 }
 
 constexpr int kTokens = 4;  // tokens per register tile
@@ -314,13 +306,8 @@ LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, siz
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const typename P::Packed& p = pk[b];
-    if (ahead != nullptr) {
-      // The next 8 rows, which the next packing reads (an expert's slab comes from memory): rows are usually
-      // contiguous, so a share of 8 blocks per block.
-      constexpr int kShare = 8 * static_cast<int>(sizeof(typename P::Block));
-      const char* next = reinterpret_cast<const char*>(ahead) + b * kShare;
-      for (int o = 0; o < kShare; o += 64) _mm_prefetch(next + o, _MM_HINT_T0);
-    }
+    // The next 8 rows, which the next packing reads (an expert's slab comes from memory).
+    if (ahead != nullptr) avx2::PrefetchTileShare<sizeof(typename P::Block)>(ahead, b);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const BlockQ8_0& ab = reinterpret_cast<const BlockQ8_0*>(act + t * as)[b];
@@ -330,12 +317,7 @@ LLAMAY_AVX2 void RunPacked(const typename P::Packed* pk, const uint8_t* act, siz
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dd));
     }
   }
-  for (int t = 0; t < T; ++t) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[t]);
-    for (int r = 0; r < 8; ++r)
-      if (y[r] != nullptr) y[r][t * ys] = out[r];
-  }
+  avx2::StoreTile8<T>(acc, y, ys);
 }
 
 template <class P>

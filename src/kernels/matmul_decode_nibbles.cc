@@ -67,16 +67,10 @@ struct LookupNibbles {
 using Mxfp4Nibbles = LookupNibbles<BlockMXFP4, kMxfp4Values, 12>;
 using Iq4NlNibbles = LookupNibbles<BlockIQ4_NL, kIq4NlValues, 128>;
 
-// Decode streams the weights from memory. The 8 rows of a tile are usually contiguous, and so is the next
-// tile: while block b of this tile is read, the same share of the next tile (8 blocks' worth, from
-// `ahead`) is prefetched, so the stream runs one tile ahead of the reads whatever the row length
-// (kernels_bench BM_DecodeStream, Q4_0, one thread: 44 ms per 512 MiB against 73-80 ms with 256 bytes ahead
-// in each row, and 75 ms with none).
-template <typename Block>
-LLAMAY_AVX2_INLINE void PrefetchShare(const uint8_t* ahead, int64_t b) {
-  const char* p = reinterpret_cast<const char*>(ahead) + b * 8 * static_cast<int64_t>(sizeof(Block));
-  for (size_t off = 0; off < 8 * sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
+// Decode streams the weights from memory: while block b of a tile is read, the same share of the next tile
+// is prefetched (avx2::PrefetchTileShare), so the stream runs one tile ahead of the reads whatever the row
+// length (kernels_bench BM_DecodeStream, Q4_0, one thread: 44 ms per 512 MiB against 73-80 ms with 256 bytes
+// ahead in each row, and 75 ms with none).
 
 template <typename Block>
 const uint8_t* Nibbles(const uint8_t* row, int64_t b) {
@@ -122,7 +116,7 @@ LLAMAY_AVX2 void RunAvx2Rows8(const uint8_t* const* w, const uint8_t* ahead, con
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs)));
     const __m256i a_hi =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs + 16)));
-    PrefetchShare<Block>(ahead, b);
+    avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     __m256i s[4];
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
@@ -168,13 +162,6 @@ LLAMAY_AVX2_INLINE __m256 AddBlock8(__m256 acc, __m256i isum, const uint8_t* con
       acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, _mm256_set1_epi32(a.off))), dd));
 }
 
-LLAMAY_AVX2_INLINE void Store8(__m256 acc, float* const* y) {
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
-  for (int i = 0; i < 8; ++i)
-    if (y[i] != nullptr) *y[i] = out[i];
-}
-
 LLAMAY_AVX512_INLINE __m512i Load4Rows(const uint8_t* n0, const uint8_t* n1, const uint8_t* n2,
                                        const uint8_t* n3) {
   const __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(n0)));
@@ -198,7 +185,7 @@ LLAMAY_AVX512 void RunAvx512Rows8(const uint8_t* const* w, const uint8_t* ahead,
     const __m512i a_lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs)));
     const __m512i a_hi =
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs + 16)));
-    PrefetchShare<Block>(ahead, b);
+    avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     __m512i s[2];
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
@@ -213,7 +200,7 @@ LLAMAY_AVX512 void RunAvx512Rows8(const uint8_t* const* w, const uint8_t* ahead,
     const __m512i v = LaneSums2(s[0], s[1]);
     acc = AddBlock8<Block>(acc, _mm512_castsi512_si256(_mm512_permutexvar_epi32(gather, v)), w, b, pa[b]);
   }
-  Store8(acc, y);
+  avx2::StoreTile8<1>(&acc, y, 0);
 }
 
 // ---- Q8_0 at AVX-512: two rows per register (one per 256-bit half), four registers: 8 rows per tile.
@@ -236,7 +223,7 @@ LLAMAY_AVX512 void RunAvx512Q8_0Rows8(const uint8_t* const* w, const uint8_t* ah
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_0& ab = reinterpret_cast<const BlockQ8_0*>(act)[b];
     const __m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs)));
-    PrefetchShare<BlockQ8_0>(ahead, b);
+    avx2::PrefetchTileShare<sizeof(BlockQ8_0)>(ahead, b);
     __m512i s[4];  // s[g]: row 2g in the low 256 bits, row 2g + 1 in the high; eight int32 partial sums each
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
@@ -258,7 +245,7 @@ LLAMAY_AVX512 void RunAvx512Q8_0Rows8(const uint8_t* const* w, const uint8_t* ah
     acc = AddBlock8<BlockQ8_0>(acc, _mm512_castsi512_si256(_mm512_permutex2var_epi32(v[0], pick, v[1])), w, b,
                                pa[b]);
   }
-  Store8(acc, y);
+  avx2::StoreTile8<1>(&acc, y, 0);
 }
 
 // Tiles of 8 rows; a short last tile repeats its last row (results dropped).
