@@ -187,6 +187,40 @@ test('a full-page screenshot', async () => {
   assert.deepEqual(ui.record.errors, []);
 });
 
+test('a /v1/state answer that raced a fork does not move the selection off the new child', async () => {
+  const p = await openPage(browser, `${server.url}/`);
+  try {
+    await p.page.waitForSelector('#conn.live', { timeout: T(5000) });
+    // The next /v1/state is read from the server at once but handed to the page only once the fork's event
+    // has been applied and the child selected: an answer older than what the page shows.
+    let release;
+    const held = new Promise((r) => (release = r));
+    let reads = 0;
+    let read = false;
+    await p.page.route('**/v1/state', async (route) => {
+      if (++reads > 1) return route.continue();
+      const answer = await route.fetch();
+      read = true;
+      await held;
+      await route.fulfill({ response: answer });
+    });
+    const parent = await create(`${SYSTEM}A parent whose fork races a reload.`);
+    await until('the held /v1/state read', async () => read);
+    const child = (await api(server.url, `/v1/contexts/${parent.id}/fork?n=1`, { method: 'POST' })).json.branches[0].id;
+    await p.page.locator(`.ctx-row[data-id="${child}"]`).click({ timeout: T(2000) });
+    await p.page.waitForSelector(`.ctx-row.selected[data-id="${child}"]`);
+    release();
+    // The stale answer makes the page read /v1/state again; after that one the child is still selected.
+    await until('a fresh /v1/state read', async () => reads >= 2);
+    await p.page.waitForSelector('#strip-body .group .cell', { timeout: T(2000) });
+    assert.equal(await p.page.textContent('#strip-id'), child);
+    assert.equal(await p.page.getAttribute('.ctx-row.selected', 'data-id'), child);
+    assert.deepEqual(p.record.errors, []);
+  } finally {
+    await p.context.close();
+  }
+});
+
 test('when the event stream drops, the page re-syncs: polls /v1/state, then resumes the stream', async () => {
   const proxy = await startProxy(server.url);
   const p = await openPage(browser, `${proxy.url}/`);

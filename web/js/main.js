@@ -92,8 +92,12 @@ app.reload = () => {
     try {
       do {
         again = false;
-        const { stale } = applyState(app.model, await getJson('/v1/state'));
-        if (stale) again = true;
+        // A snapshot older than an event already applied is not shown or acted on (its context list lacks
+        // what that event added, and the selection would move off a new fork): one more reload settles it.
+        if (applyState(app.model, await getJson('/v1/state')).stale) {
+          again = true;
+          continue;
+        }
         if (app.status !== 'live') app.series.push(usedPages());
         afterChange();
       } while (again);
