@@ -129,7 +129,9 @@ function usedPages() {
 function afterChange() {
   const ctxs = app.model.contexts;
   for (const id of app.made) if (ctxs.has(id)) app.made.delete(id);
-  if (app.selected && !ctxs.has(app.selected) && !app.made.has(app.selected)) app.select(null);
+  // A stale model may lack a context that exists (a fork newer than its snapshot): the selection waits for the
+  // next snapshot.
+  if (app.selected && !ctxs.has(app.selected) && !app.made.has(app.selected) && !app.model.stale) app.select(null);
   if (!app.selected && ctxs.size > 0 && !app.chat.sending) app.select([...ctxs.keys()].sort(compareIds)[0]);
   else loadStrip();
   app.render();

@@ -88,8 +88,10 @@ test('a snapshot older than an applied event says so', () => {
   applyState(m, snap());
   applyEvent(m, { id: 12, type: 'context.deleted', data: { id: 'ctx_1' } }, 0);
   assert.equal(applyState(m, snap()).stale, true);
+  assert.equal(m.stale, true, 'the model says so until the next snapshot');
   assert.equal(m.eventId, 10, 'the snapshot is the truth at its id');
   assert.equal(applyState(m, snap()).stale, false, 'a server that restarted does not make every reload stale');
+  assert.equal(m.stale, false);
   assert.equal(applyState(m, { ...snap(), event_id: 12 }).stale, false);
 });
 

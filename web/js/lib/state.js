@@ -9,6 +9,7 @@ export function emptyModel() {
   return {
     eventId: 0, // the newest event reflected in this model; older ones are skipped
     loaded: false,
+    stale: false, // the last snapshot was older than an event already applied
     server: null,
     pool: { pages: {}, bytes: {}, max_bytes: 0 },
     contexts: new Map(), // id -> the context as /v1/state describes it
@@ -29,6 +30,7 @@ export function applyState(model, snap) {
   const id = Number(snap.event_id) || 0;
   const stale = model.loaded && id < model.eventId;
   model.loaded = true;
+  model.stale = stale; // until the next snapshot: its context list may lack what newer events added
   model.eventId = id;
   model.server = snap.server ?? model.server;
   model.pool = snap.pool ?? model.pool;
