@@ -12,8 +12,6 @@
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
 
-
-
 namespace llamay::kernels {
 namespace {
 
@@ -139,7 +137,8 @@ struct K45Kernel {
         PrefetchBlock<sizeof(Block)>(blk[r]);
         uint64_t sc8;
         UnpackScalesMinsK4(blk[r]->scales, &sc8, &mn8[r]);
-        sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+        sc16[r] =
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
         std::memcpy(&dpair[r], blk[r], sizeof(uint32_t));
       }
 #pragma GCC unroll 4
@@ -152,9 +151,10 @@ struct K45Kernel {
           if constexpr (kFive) {
             const __m256i qh = Load256(blk[r]->qh);
             const __m256i one = _mm256_set1_epi8(1);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-            hi = _mm256_or_si256(hi,
-                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+            lo = _mm256_or_si256(lo,
+                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
           }
           const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo),
                                                  _mm256_shuffle_epi8(sc16[r], WordBroadcastMask(2 * c)));
@@ -169,9 +169,11 @@ struct K45Kernel {
           _mm_packs_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1)));
       // smin of rows 0 and 1 (2 and 3): their mins as int16 in the two lanes, four int32 partial sums each.
       const __m256i m01 = _mm256_madd_epi16(
-          _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[1]), static_cast<int64_t>(mn8[0]))), sub);
+          _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[1]), static_cast<int64_t>(mn8[0]))),
+          sub);
       const __m256i m23 = _mm256_madd_epi16(
-          _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[3]), static_cast<int64_t>(mn8[2]))), sub);
+          _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[3]), static_cast<int64_t>(mn8[2]))),
+          sub);
       // lanes [r0 r0 r2 r2 | r1 r1 r3 r3] -> [r0 r2 r0 r2 | r1 r3 r1 r3] -> [r0 r1 r2 r3].
       const __m256i g = _mm256_hadd_epi32(m01, m23);
       const __m256i g2 = _mm256_hadd_epi32(g, g);
@@ -183,9 +185,10 @@ struct K45Kernel {
       // [d_w x d_a | dmin_w x d_a] x [sumi | smin], then acc + (lo - hi).
       const __m128i dpairs = _mm_setr_epi32(static_cast<int>(dpair[0]), static_cast<int>(dpair[1]),
                                             static_cast<int>(dpair[2]), static_cast<int>(dpair[3]));
-      const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(dpairs, split_d)), _mm256_set1_ps(ab->d));
-      const __m256 prod =
-          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(sumi), smin, 1)), dd);
+      const __m256 dd =
+          _mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(dpairs, split_d)), _mm256_set1_ps(ab->d));
+      const __m256 prod = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(sumi), smin, 1)), dd);
       acc = _mm_add_ps(acc, _mm_sub_ps(_mm256_castps256_ps128(prod), _mm256_extractf128_ps(prod, 1)));
     }
     if constexpr (R == 4) {
