@@ -3,6 +3,8 @@
 #if defined(__x86_64__)
 #include "kernels/ops_avx2.h"
 
+#include <cstring>
+
 #include "kernels/avx2_util.h"
 #include "kernels/reference/reference.h"
 
@@ -111,6 +113,75 @@ LLAMAY_AVX2 void Softmax(const float* x, int64_t n, float* y) {
   const __m256 inv8 = _mm256_set1_ps(inv);
   for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv8));
   for (; i < n; ++i) y[i] = y[i] * inv;
+}
+
+// The reference's steps on eight lanes:
+//  - the signed absolute maximum: the largest |x| (vmaxps(|x|, acc) keeps acc where |x| is NaN, as the
+//    reference's `>` skips NaN), then the first element of that magnitude, with its sign;
+//  - iscale and d are the same scalar operations;
+//  - nearbyint then the int conversion is vcvtps2dq (round to nearest even; NaN and overflow give
+//    0x80000000, as the scalar conversion does on x86), min(127, q), and the low byte kept;
+//  - bsums: exact integer sums of the stored bytes.
+LLAMAY_AVX2 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  // Low byte of each int32 lane, lanes 0-3 then 4-7 of each 128-bit half.
+  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i max_q = _mm256_set1_epi32(127), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < n / kQkK; ++b) {
+    const float* xb = x + b * kQkK;
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < kQkK / 8; ++k)
+      m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), m);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0.0f) {
+      std::memset(&y[b], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    const __m256 am = _mm256_set1_ps(amax);
+    int first = 0;
+    for (int k = 0; k < kQkK / 8; ++k) {
+      const int hit = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), am, _CMP_EQ_OQ));
+      if (hit != 0) {
+        first = 8 * k + __builtin_ctz(static_cast<unsigned>(hit));
+        break;
+      }
+    }
+    // The largest magnitude maps to -127 (as the reference, after ggml).
+    const float iscale = -127.0f / xb[first];
+    const __m256 is = _mm256_set1_ps(iscale);
+    __m256i sums[kQkK / 32];  // per 32 elements: four int32 partial sums of group 2c, then four of 2c + 1
+    for (int c = 0; c < kQkK / 32; ++c) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * c + 8 * k), is));
+        q[k] = _mm256_shuffle_epi8(_mm256_min_epi32(v, max_q), low_bytes);
+      }
+      // Bytes of q[k]: dword 0 (elements 8k..8k+3) and dword 4 (8k+4..8k+7); put them in element order.
+      const __m256i lo = _mm256_unpacklo_epi32(q[0], q[1]), hi = _mm256_unpacklo_epi32(q[2], q[3]);
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(lo, hi), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), bytes);
+      sums[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16);
+    }
+    // Per 128-bit lane: [g0 g2 g4 g6 | g1 g3 g5 g7] from chunks 0-3, [g8 .. g14 | g9 .. g15] from 4-7.
+    const __m256i h0 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(sums[0], sums[1]), _mm256_hadd_epi32(sums[2], sums[3]));
+    const __m256i h1 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(sums[4], sums[5]), _mm256_hadd_epi32(sums[6], sums[7]));
+    const __m128i h0l = _mm256_castsi256_si128(h0), h0h = _mm256_extracti128_si256(h0, 1);
+    const __m128i h1l = _mm256_castsi256_si128(h1), h1h = _mm256_extracti128_si256(h1, 1);
+    // |group sum| <= 16 x 128: int16 without saturation.
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].bsums),
+                     _mm_packs_epi32(_mm_unpacklo_epi32(h0l, h0h), _mm_unpackhi_epi32(h0l, h0h)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].bsums + 8),
+                     _mm_packs_epi32(_mm_unpacklo_epi32(h1l, h1h), _mm_unpackhi_epi32(h1l, h1h)));
+    y[b].d = 1.0f / iscale;
+  }
 }
 
 }  // namespace llamay::kernels::avx2

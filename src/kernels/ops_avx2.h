@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "base/tensor_type.h"
+#include "kernels/quant_blocks.h"
 
 namespace llamay::kernels::avx2 {
 
@@ -13,6 +14,8 @@ void Silu(const float* x, int64_t n, float* y);
 void Gelu(const float* x, int64_t n, float* y);
 void SwiGlu(const float* gate, const float* up, int64_t n, float* y);
 void Softmax(const float* x, int64_t n, float* y);
+// reference.h's QuantizeRowQ8_K, bit for bit (the K-quants' activations). REQUIRES: n % 256 == 0.
+void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n);
 
 // Attention helpers. out [n] = elements [start, start + n) of a KV row of `type`, decoded exactly.
 // REQUIRES: n % 8 == 0; for Q8_0 also start % 32 == 0 and n % 32 == 0.

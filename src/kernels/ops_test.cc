@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "kernels/dequant.h"
+#include "kernels/ops_avx2.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/reference/reference.h"
 #include "kernels/test_util.h"
 
@@ -192,6 +195,60 @@ TEST(Ops, SimdMatchesScalarBits) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// The K-quants' activation quantiser at AVX2 against the reference, byte for byte (d, qs and bsums): random
+// rows at several scales, and super-blocks that test the signed maximum (+m and -m both present, in either
+// order, at the first and the last position), all zeros with signed zeros, one nonzero element, NaN (skipped
+// by the maximum, 0 as a value), an infinite maximum, subnormals and elements that round to exactly .5.
+TEST(Ops, QuantizeRowQ8_KAvx2MatchesTheReferenceBytes) {
+  if (!UsesAvx2(DetectIsa())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(31);
+  std::vector<std::vector<float>> rows;
+  for (float scale : {1e-3f, 1.0f, 6.0f, 1e4f}) rows.push_back(RandomFloats(rng, 4 * kQkK, scale));
+  auto block = [&](auto edit) {
+    std::vector<float> b = RandomFloats(rng, kQkK, 1.0f);
+    edit(b);
+    rows.push_back(b);
+  };
+  block([](std::vector<float>& b) { b[3] = 7.0f, b[200] = -7.0f; });
+  block([](std::vector<float>& b) { b[3] = -7.0f, b[200] = 7.0f; });
+  block([](std::vector<float>& b) { b[0] = -9.0f, b[255] = 9.0f; });
+  block([](std::vector<float>& b) { b[255] = -9.0f; });
+  block([](std::vector<float>& b) {
+    for (size_t i = 0; i < b.size(); ++i) b[i] = i % 2 ? -0.0f : 0.0f;
+  });
+  block([](std::vector<float>& b) {
+    std::fill(b.begin(), b.end(), 0.0f);
+    b[77] = -1e-3f;
+  });
+  block([&](std::vector<float>& b) { b[5] = nan, b[100] = nan; });
+  block([&](std::vector<float>& b) { b[40] = inf; });
+  block([&](std::vector<float>& b) {
+    for (float& v : b) v *= 1e-39f;  // subnormal
+  });
+  block([](std::vector<float>& b) {  // with max -127: elements k + 0.5 before scaling land on halves
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 64) - 32) - 0.5f;
+    b[9] = -127.0f;
+  });
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const std::vector<float>& x = rows[k];
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<BlockQ8_K> want(static_cast<size_t>(n / kQkK)), got(want.size());
+    std::memset(want.data(), 0x5A, want.size() * sizeof(BlockQ8_K));
+    std::memset(got.data(), 0xA5, got.size() * sizeof(BlockQ8_K));
+    QuantizeRowQ8_K(x.data(), want.data(), n);
+    avx2::QuantizeRowQ8_K(x.data(), got.data(), n);
+    for (size_t b = 0; b < want.size(); ++b) {
+      EXPECT_EQ(test_util::Bits(got[b].d), test_util::Bits(want[b].d)) << "row " << k << " block " << b;
+      EXPECT_EQ(0, std::memcmp(got[b].qs, want[b].qs, sizeof(want[b].qs))) << "row " << k << " block " << b;
+      EXPECT_EQ(0, std::memcmp(got[b].bsums, want[b].bsums, sizeof(want[b].bsums)))
+          << "row " << k << " block " << b;
+    }
+  }
+}
+#endif
 
 TEST(Ops, SwiGluIsSiluTimesUp) {
   std::mt19937 rng(24);

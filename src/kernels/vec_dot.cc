@@ -6,6 +6,7 @@
 #include "base/numeric.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/ops_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/reference/reference.h"
 
@@ -110,6 +111,9 @@ void QuantizeActivationRow(ActFormat f, const float* x, int64_t n, void* act) {
       return;
     case ActFormat::kQ8_K:
       LLAMAY_CHECK(n % kQkK == 0) << "Q8_K activations need n % 256 == 0, got " << n;
+#if defined(__x86_64__)
+      if (UsesAvx2(DetectIsa())) return avx2::QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(act), n);
+#endif
       QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(act), n);
       return;
   }
