@@ -7,6 +7,10 @@
 //   kernels_bench --benchmark_filter='MatMul/q8_0/n_out:2816/n_in:1024/tokens:8/threads:2'
 #include <benchmark/benchmark.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -480,6 +484,53 @@ BENCHMARK(BM_CausalConv1d)
     ->ArgNames({"channels", "tokens", "isa"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+#if defined(__x86_64__)
+// The AVX2 integer multiplies' throughput on this core, register to register in eight independent chains:
+// mix 0 vpmaddubsw alone, 1 vpmaddubsw and vpmaddwd alternated, 2 vpmaddubsw and vpsignb alternated.
+// items_per_second: instructions per second. Where mix 1 runs no faster than mix 0 and mix 2 twice as fast,
+// vpmaddubsw and vpmaddwd share one pipe (Zen 2), and that rate per (vpmaddubsw + vpmaddwd) bounds the packed
+// tiles (docs/benchmarks.md, session 19). Example: kernels_bench --benchmark_filter=Avx2MultiplyMix
+template <int kMix>
+__attribute__((target("avx2"))) void MultiplyMixLoop(benchmark::State& state) {
+  const __m256i c = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  __m256i v[8];
+  for (int k = 0; k < 8; ++k) v[k] = _mm256_set1_epi8(static_cast<char>(k + 1));
+  for (auto _ : state) {
+    for (int i = 0; i < 1000; ++i) {
+      for (int k = 0; k < 8; ++k) {
+        if (kMix == 0 || k % 2 == 0) {
+          v[k] = _mm256_maddubs_epi16(v[k], c);
+        } else if (kMix == 1) {
+          v[k] = _mm256_madd_epi16(v[k], ones);
+        } else {
+          v[k] = _mm256_sign_epi8(v[k], c);
+        }
+      }
+      // Keeps the eight chains in registers and every instruction in the loop.
+      __asm__ volatile(""
+                       : "+x"(v[0]), "+x"(v[1]), "+x"(v[2]), "+x"(v[3]), "+x"(v[4]), "+x"(v[5]), "+x"(v[6]),
+                         "+x"(v[7]));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 8000);
+}
+void BM_Avx2MultiplyMix(benchmark::State& state) {
+  if (!UsesAvx2(DetectIsa())) {
+    state.SkipWithError("no AVX2 on this CPU");
+    return;
+  }
+  switch (state.range(0)) {
+    case 0:
+      return MultiplyMixLoop<0>(state);
+    case 1:
+      return MultiplyMixLoop<1>(state);
+    default:
+      return MultiplyMixLoop<2>(state);
+  }
+}
+BENCHMARK(BM_Avx2MultiplyMix)->DenseRange(0, 2)->ArgName("mix")->Unit(benchmark::kMicrosecond);
+#endif
 
 }  // namespace
 }  // namespace llamay::kernels
