@@ -1,4 +1,4 @@
-// Soak: 8 concurrent clients mix every route for SOAK_SECONDS (60 by default; `scripts/test-heavy soak`: 600)
+// Soak: 8 concurrent clients mix every route for SOAK_SECONDS (120 by default; `scripts/test-heavy soak`: 600)
 // against one server started with a 64 MiB KV budget and --max-body 4: completions (n = 1 and 3), chat
 // streamed and not, chat with tools and tool_choice "required" (the demo template renders the tools; the
 // grammar forces the call, so the random-weight model makes one) and the agent loop's next turn with the
@@ -16,8 +16,8 @@
 // - resident memory after warm-up grows by less than RSS_GROWTH_PCT: VmHWM (the largest VmRSS so far) at
 //   the end of the warm-up (the first quarter of the run) against the largest VmRSS of the last 5 s (VmRSS
 //   swings by several MiB as 4 MiB bodies and snapshots come and go, so one sample says little). 5% in runs
-//   of SOAK_SECONDS >= 300 (the heavy run); 10% in shorter ones, whose 15 s warm-up ends while VmRSS is
-//   still climbing (see RSS_GROWTH_PCT). VmRSS also stays under RSS_LIMIT_MIB;
+//   of SOAK_SECONDS >= 300 (the heavy run); 10% in shorter ones, whose warm-up (30 s in the default 120 s
+//   run) ends while VmRSS is still climbing (see RSS_GROWTH_PCT). VmRSS also stays under RSS_LIMIT_MIB;
 // - every page is accounted for: with the clients stopped, every context a client made deleted (nothing
 //   held), /metrics and GET /v1/state agree on the live pages, and they are exactly the prefix tree's
 //   (pool.pages.unique = shared = 0, live = prefix_only). Then, on the quiet server, a context, a fork of
@@ -28,11 +28,13 @@
 import { readFileSync } from 'node:fs';
 import { URL_MAIN as U, sleep } from './lib/server.mjs';
 
-const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
+const SECONDS = Number(process.env.SOAK_SECONDS ?? 120);
 const CLIENTS = 8;
 const RSS_LIMIT_MIB = 256;  // the demo model (3 MiB), a 64 MiB KV budget, 16 HTTP threads, snapshots in flight
-// Growth allowed from the end of the warm-up to the end. The issue's bound is 5%; a 60 s run's warm-up is
-// 15 s, too short for it to be reliable there (see docs/benchmarks.md, "Soak"), so short runs allow 10%.
+// Growth allowed from the end of the warm-up to the end. The issue's bound is 5%, judged in runs of 300 s
+// or more. VmRSS climbs for the first 30-40 s and then holds (docs/benchmarks.md, "Soak"): a 60 s run's 15 s
+// warm-up ended on the climb and read 0.5-11.7% on one VM, so the default run is 120 s (a 30 s warm-up), and
+// runs under 300 s allow 10%.
 const RSS_GROWTH_PCT = Number(process.env.SOAK_RSS_GROWTH_PCT ?? (SECONDS >= 300 ? 5 : 10));
 const WARMUP_S = SECONDS / 4;
 const MAX_BODY_MIB = 4;  // the --max-body run.sh passes (CMake, scripts/test-heavy)
