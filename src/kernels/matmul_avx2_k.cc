@@ -43,8 +43,8 @@ struct K45Kernel {
   template <int R, int T>
   LLAMAY_AVX2 static void Run(const uint8_t* w, size_t ws, const uint8_t* act, size_t as, int64_t n_in,
                               float* y, size_t ys) {
-    if constexpr (T == 1 && R == kRowsDecode) {
-      RunDecode<R>(w, ws, act, n_in, y);
+    if constexpr (T == 1 && R == 2) {
+      RunDecode2(w, ws, act, n_in, y);
       return;
     }
     const int64_t nb = n_in / kQkK;
@@ -113,26 +113,26 @@ struct K45Kernel {
       for (int t = 0; t < T; ++t) y[t * ys + r] = acc[r][t];
   }
 
-  // One token, four rows: the products as above, and per super-block the four rows' sums, mins and f32
-  // steps done together: a horizontal sum per row and its scalar f32 step cost as much as a sub-block's
-  // products, and a one-token kernel is bound by that work on cores that stream faster than they compute.
-  // The mins are one vpmaddwd per two rows against the activation's eight sub-block sums; the f32 step runs
-  // in four lanes in the reference's order (mul, mul, mul, sub, add; no FMA).
-  template <int R>
-  LLAMAY_AVX2 static void RunDecode(const uint8_t* w, size_t ws, const uint8_t* act, int64_t n_in, float* y) {
-    static_assert(R == 2 || R == 4);
+  // One token, two rows: the products as above, and per super-block the two rows' sums, mins and f32 steps
+  // done together, where a horizontal sum and a scalar f32 step per row cost about as much as a sub-block's
+  // products. The mins are one vpmaddwd of both rows' mins against the activation's eight sub-block sums;
+  // the f32 step runs in two lanes in the reference's order (mul, mul, mul, sub, add; no FMA). Two rows,
+  // not four: four rows at once computed 17% faster in cache but streamed 10-20% slower (four streams) on a
+  // Zen 2 (docs/benchmarks.md, session 19).
+  LLAMAY_AVX2 static void RunDecode2(const uint8_t* w, size_t ws, const uint8_t* act, int64_t n_in,
+                                     float* y) {
     const int64_t nb = n_in / kQkK;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    // Bytes of four (d, dmin) f16 pairs -> the four d, then the four dmin.
+    // Bytes of (d, dmin) f16 pairs in dwords -> the d values, then the dmin values.
     const __m128i split_d = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     __m128 acc = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ8_K* ab = reinterpret_cast<const BlockQ8_K*>(act) + b;
-      const Block* blk[4];
-      __m256i sc16[4], isum[4] = {};  // rows R.. stay zero
-      uint64_t mn8[4] = {};
-      uint32_t dpair[4] = {};
-      for (int r = 0; r < R; ++r) {
+      const Block* blk[2];
+      __m256i sc16[2], isum[2];
+      uint64_t mn8[2];
+      uint32_t dpair[2];  // the block's first four bytes: d, dmin
+      for (int r = 0; r < 2; ++r) {
         blk[r] = reinterpret_cast<const Block*>(w + r * ws) + b;
         PrefetchBlock<sizeof(Block)>(blk[r]);
         uint64_t sc8;
@@ -140,12 +140,12 @@ struct K45Kernel {
         sc16[r] =
             _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
         std::memcpy(&dpair[r], blk[r], sizeof(uint32_t));
+        isum[r] = _mm256_setzero_si256();
       }
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {  // chunk of 64 elements: sub-blocks 2c (low nibbles), 2c+1 (high)
         const __m256i a_lo = Load256(ab->qs + 64 * c), a_hi = Load256(ab->qs + 64 * c + 32);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < 2; ++r) {
           const __m256i v = Load256(blk[r]->qs + 32 * c);
           __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
           if constexpr (kFive) {
@@ -167,35 +167,28 @@ struct K45Kernel {
       const __m256i s32 = _mm256_madd_epi16(Load256(ab->bsums), _mm256_set1_epi16(1));
       const __m256i sub = _mm256_broadcastsi128_si256(
           _mm_packs_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1)));
-      // smin of rows 0 and 1 (2 and 3): their mins as int16 in the two lanes, four int32 partial sums each.
+      // smin: row 0's mins in the low lane, row 1's in the high one, four int32 partial sums each;
+      // [r0 x4 | r1 x4] after two vphaddd, then [r0 r1 r0 r1].
       const __m256i m01 = _mm256_madd_epi16(
           _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[1]), static_cast<int64_t>(mn8[0]))),
           sub);
-      const __m256i m23 = _mm256_madd_epi16(
-          _mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<int64_t>(mn8[3]), static_cast<int64_t>(mn8[2]))),
-          sub);
-      // lanes [r0 r0 r2 r2 | r1 r1 r3 r3] -> [r0 r2 r0 r2 | r1 r3 r1 r3] -> [r0 r1 r2 r3].
-      const __m256i g = _mm256_hadd_epi32(m01, m23);
+      const __m256i g = _mm256_hadd_epi32(m01, m01);
       const __m256i g2 = _mm256_hadd_epi32(g, g);
       const __m128i smin = _mm_unpacklo_epi32(_mm256_castsi256_si128(g2), _mm256_extracti128_si256(g2, 1));
-      // [r0 r1 r2 r3] partial sums per lane, then the lanes added.
-      const __m256i h =
-          _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(isum[2], isum[3]));
-      const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-      // [d_w x d_a | dmin_w x d_a] x [sumi | smin], then acc + (lo - hi).
-      const __m128i dpairs = _mm_setr_epi32(static_cast<int>(dpair[0]), static_cast<int>(dpair[1]),
-                                            static_cast<int>(dpair[2]), static_cast<int>(dpair[3]));
+      // sumi: [r0 r1 r0 r1] partial sums per lane after two vphaddd, then the lanes added.
+      const __m256i h = _mm256_hadd_epi32(isum[0], isum[1]);
+      const __m256i h2 = _mm256_hadd_epi32(h, h);
+      const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
+      // [d_w x d_a | dmin_w x d_a] x [sumi | smin] (lanes 0 and 1 of each half), then acc + (lo - hi).
+      const __m128i dpairs =
+          _mm_cvtsi64_si128(static_cast<int64_t>(dpair[0] | (static_cast<uint64_t>(dpair[1]) << 32)));
       const __m256 dd =
           _mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(dpairs, split_d)), _mm256_set1_ps(ab->d));
       const __m256 prod = _mm256_mul_ps(
           _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(sumi), smin, 1)), dd);
       acc = _mm_add_ps(acc, _mm_sub_ps(_mm256_castps256_ps128(prod), _mm256_extractf128_ps(prod, 1)));
     }
-    if constexpr (R == 4) {
-      _mm_storeu_ps(y, acc);
-    } else {
-      _mm_storel_pi(reinterpret_cast<__m64*>(y), acc);
-    }
+    _mm_storel_pi(reinterpret_cast<__m64*>(y), acc);
   }
 };
 
