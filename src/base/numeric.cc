@@ -6,6 +6,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "base/avx2_quant.h"
 #define LLAMAY_NUMERIC_X86 1
 #endif
 
@@ -136,10 +138,6 @@ __attribute__((target("avx2,f16c"))) void QuantizeRowQ8_0Avx2(const float* x, Bl
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
   const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  // Low byte of each int32 lane, lanes 0-3 then 4-7 of each 128-bit half.
-  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i gather = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const size_t nb = n / kQ8_0BlockSize;
   for (size_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQ8_0BlockSize;
@@ -149,10 +147,7 @@ __attribute__((target("avx2,f16c"))) void QuantizeRowQ8_0Avx2(const float* x, Bl
       v[k] = _mm256_loadu_ps(xb + 8 * k);
       m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = avx2_quant::MaxLane(m);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = static_cast<uint16_t>(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
@@ -164,14 +159,9 @@ __attribute__((target("avx2,f16c"))) void QuantizeRowQ8_0Avx2(const float* x, Bl
       const __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
       const __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(a, t), half, _CMP_GE_OQ), one);
       const __m256 r = _mm256_or_ps(_mm256_add_ps(t, up), _mm256_and_ps(p, sign_mask));
-      q[k] = _mm256_shuffle_epi8(_mm256_cvttps_epi32(r), low_bytes);  // 4 bytes in each 128-bit half
+      q[k] = _mm256_cvttps_epi32(r);
     }
-    // Bytes of q[k] sit at dword 0 (elements 8k..8k+3) and dword 4 (8k+4..8k+7); interleave them in order.
-    const __m256i lo = _mm256_unpacklo_epi32(q[0], q[1]);  // dwords: q0e0 q1e0 ... | q0e4 q1e4 ...
-    const __m256i hi = _mm256_unpacklo_epi32(q[2], q[3]);
-    const __m256i both = _mm256_unpacklo_epi64(lo, hi);  // q0a q1a q2a q3a | q0b q1b q2b q3b
-    // Wanted dword order: q0a q0b q1a q1b q2a q2b q3a q3b = dwords 0,4,1,5,2,6,3,7 of `both`.
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), _mm256_permutevar8x32_epi32(both, gather));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), avx2_quant::LowBytes32(q));
   }
 }
 

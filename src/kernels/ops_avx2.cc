@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "base/avx2_quant.h"
 #include "kernels/avx2_util.h"
 #include "kernels/reference/reference.h"
 
@@ -124,20 +125,13 @@ LLAMAY_AVX2 void Softmax(const float* x, int64_t n, float* y) {
 //  - bsums: exact integer sums of the stored bytes.
 LLAMAY_AVX2 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  // Low byte of each int32 lane, lanes 0-3 then 4-7 of each 128-bit half.
-  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i max_q = _mm256_set1_epi32(127), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < n / kQkK; ++b) {
     const float* xb = x + b * kQkK;
     __m256 m = _mm256_setzero_ps();
     for (int k = 0; k < kQkK / 8; ++k)
       m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), m);
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = avx2_quant::MaxLane(m);
     if (amax == 0.0f) {
       std::memset(&y[b], 0, sizeof(BlockQ8_K));
       continue;
@@ -160,11 +154,9 @@ LLAMAY_AVX2 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
       __m256i q[4];
       for (int k = 0; k < 4; ++k) {
         const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * c + 8 * k), is));
-        q[k] = _mm256_shuffle_epi8(_mm256_min_epi32(v, max_q), low_bytes);
+        q[k] = _mm256_min_epi32(v, max_q);
       }
-      // Bytes of q[k]: dword 0 (elements 8k..8k+3) and dword 4 (8k+4..8k+7); put them in element order.
-      const __m256i lo = _mm256_unpacklo_epi32(q[0], q[1]), hi = _mm256_unpacklo_epi32(q[2], q[3]);
-      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(lo, hi), order);
+      const __m256i bytes = avx2_quant::LowBytes32(q);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), bytes);
       sums[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16);
     }
