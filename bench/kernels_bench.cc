@@ -141,6 +141,53 @@ BENCHMARK(BM_DecodeStream)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// One-token products streamed at a model's shapes, as MatMulBatch calls of `batch` products of n_out x n_in
+// each, the weights in 512 MiB of copies as in BM_DecodeStream. The shapes: qwen3moe's q (4096 x 2048) and
+// o (2048 x 4096), its 8 chosen experts' gate and up (16 products of 768 x 2048) and down (8 of 2048 x 768),
+// and a 32000-row output head (BM_DecodeStream has the 1B llama's 1024 x 2816). type is the GGUF type id (8
+// Q8_0, 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 12 Q4_K, 13 Q5_K, 14 Q6_K, 20 IQ4_NL, 39 MXFP4). Example:
+//   kernels_bench --benchmark_filter='DecodeShape/.*/type:(8|12)/' --benchmark_repetitions=3
+//     --benchmark_report_aggregates_only=true
+void BM_DecodeShape(benchmark::State& state) {
+  const int64_t n_out = state.range(0), n_in = state.range(1), batch = state.range(2);
+  const TensorType t = static_cast<TensorType>(state.range(3));
+  const int threads = static_cast<int>(state.range(4));
+  const size_t per = TypeRowBytes(t, n_in) * n_out;
+  const size_t n_mats = std::max<size_t>(1, (size_t{512} << 20) / per / batch) * batch;
+  std::vector<uint8_t> w;
+  const auto one = Weights(t, n_out, n_in);
+  for (size_t i = 0; i < n_mats; ++i) w.insert(w.end(), one.begin(), one.end());
+  std::vector<float> x(n_in), y(n_out * batch);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  for (auto& v : x) v = d(rng);
+  PreparedActivations act;
+  act.Prepare(nullptr, ActivationFormat(t), x.data(), 1, n_in);
+  std::vector<Product> products(batch);
+  for (auto _ : state) {
+    for (size_t i = 0; i < n_mats; i += batch) {
+      for (int64_t j = 0; j < batch; ++j)
+        products[j] = {{t, w.data() + (i + j) * per, n_out, n_in, 0}, &act, y.data() + j * n_out};
+      MatMulBatch(Pool(threads), products);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n_mats * per));
+  state.SetLabel(std::string(TensorTypeName(t)) + ", " + std::to_string(threads) + " threads");
+}
+void DecodeShapes(benchmark::internal::Benchmark* b) {
+  const int64_t shapes[][3] = {
+      {4096, 2048, 1}, {2048, 4096, 1}, {768, 2048, 16}, {2048, 768, 8}, {32000, 2048, 1}};
+  const TensorType types[] = {TensorType::kQ8_0,   TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
+                              TensorType::kQ5_1,   TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                              TensorType::kIQ4_NL, TensorType::kMXFP4};
+  for (const auto& shape : shapes)
+    for (TensorType t : types)
+      for (int threads : {2, 1}) b->Args({shape[0], shape[1], shape[2], static_cast<int64_t>(t), threads});
+  b->ArgNames({"n_out", "n_in", "batch", "type", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK(BM_DecodeShape)->Apply(DecodeShapes);
+
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (int64_t tokens : {1, 8, 512})

@@ -146,6 +146,28 @@ inline Rows8 RowGroup8(const uint8_t* w, size_t ws, int64_t rows, int64_t r, flo
   return g;
 }
 
+// Decode's groups of 8 rows: group g of a task's `rows` takes rows g, g + G, ..., g + 7G (G = ceil(rows /
+// 8), SpreadGroups), so the 8 rows read side by side are 8 forward streams in regions of their own, which
+// the hardware prefetcher follows with no help; 8 neighbouring rows interleave their reads inside each page
+// and need the software prefetch of PrefetchTileShare. On a Zen 2, kernels_bench BM_DecodeShape, streamed,
+// AVX2 Q8_0 4096 x 2048: 19.2-21.5 -> 28.7-31.7 GiB/s at 2 threads, 10.9-11.6 -> 16.6-17.2 at one
+// (docs/benchmarks.md, session 20). A padded row (past `rows`) repeats the group's previous row, which is
+// read anyway; its y is null.
+inline int64_t SpreadGroups(int64_t rows) { return (rows + 7) / 8; }
+inline Rows8 SpreadRowGroup8(const uint8_t* w, size_t ws, int64_t rows, int64_t g, float* y) {
+  const int64_t n_groups = SpreadGroups(rows);
+  Rows8 out;
+  int64_t last = g;
+  for (int64_t i = 0; i < 8; ++i) {
+    const int64_t r = g + i * n_groups;
+    const bool pad = r >= rows;
+    if (!pad) last = r;
+    out.w[i] = w + last * ws;
+    out.y[i] = pad ? nullptr : y + r;
+  }
+  return out;
+}
+
 // Streaming a tile of 8 rows from memory: the rows of the next tile (`ahead`) usually follow these, so while
 // block b of this tile is read, the same share of the next one (8 blocks' worth) is prefetched, one
 // sequential stream whatever the row length (matmul_decode_nibbles.cc has the measurements).
@@ -196,13 +218,32 @@ LLAMAY_AVX2_INLINE void RunTokens(const uint8_t* w, size_t ws, const uint8_t* ac
 
 // Kernel::kRowsDecode rows per register tile when there is a single token (decode: more independent
 // accumulators per weight stream), Kernel::kRows otherwise.
+//
+// A decode pair is row i with row i + rows/2 of the task, not two neighbours. Neighbouring rows shorter
+// than a page interleave two streams inside each 4 KiB page (+1152 bytes, -1008, +1152, ... for 2048
+// Q4_K weights), which the hardware prefetcher of a Zen 2 does not follow; two rows half a task apart are
+// two forward streams in pages of their own. kernels_bench BM_DecodeShape, 2 threads, streamed: Q4_K 4096
+// x 2048 16.4-17.4 -> 24.6-25.0 GiB/s, Q6_K 32000 x 2048 18.3-18.5 -> 26.2-26.9 (docs/benchmarks.md,
+// session 20). The kernels' own PrefetchBlock still pays here (20-21 GiB/s without it), where the 8-row
+// groups of SpreadRowGroup8 need none. Each row's arithmetic is unchanged, so are its bits.
 template <class Kernel>
 LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                 int64_t tokens, int64_t n_in, float* y, size_t ys) {
   int64_t r = 0;
   if (tokens == 1) {
     constexpr int RD = Kernel::kRowsDecode;
-    for (; r + RD <= rows; r += RD) Kernel::template Run<RD, 1>(w + r * ws, ws, act, as, n_in, y + r, ys);
+    if constexpr (RD == 2) {
+      const int64_t half = rows / 2;
+      for (int64_t i = 0; i < half; ++i) {
+        float pair[2];
+        Kernel::template Run<2, 1>(w + i * ws, half * ws, act, as, n_in, pair, ys);
+        y[i] = pair[0];
+        y[i + half] = pair[1];
+      }
+      r = 2 * half;
+    } else {
+      for (; r + RD <= rows; r += RD) Kernel::template Run<RD, 1>(w + r * ws, ws, act, as, n_in, y + r, ys);
+    }
   }
   constexpr int R = Kernel::kRows;
   for (; r + R <= rows; r += R) RunTokens<Kernel, R>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);

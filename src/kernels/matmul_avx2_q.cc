@@ -25,6 +25,7 @@ struct Q8_0Traits {
   using Block = BlockQ8_0;
   using ActBlock = BlockQ8_0;
   static constexpr bool kHasMin = false;
+  static constexpr bool kSpreadDecode = true;  // Tile's one-token row groups (see Tile)
   struct W {
     __m256i abs, w;
   };
@@ -48,6 +49,7 @@ struct OffsetTraits {
   using Block = B;
   using ActBlock = BlockQ8_0;
   static constexpr bool kHasMin = false;
+  static constexpr bool kSpreadDecode = true;
   struct W {
     __m256i q;
   };
@@ -76,6 +78,7 @@ struct MinTraits {
   using Block = B;
   using ActBlock = BlockQ8_1;
   static constexpr bool kHasMin = true;
+  static constexpr bool kSpreadDecode = true;
   struct W {
     __m256i q;
   };
@@ -102,6 +105,9 @@ LLAMAY_AVX2_INLINE __m256i LoadGrid(const int8_t* grid) {
 template <typename B, const int8_t* kGrid>
 struct LutTraits : Q8_0Traits {
   using Block = B;
+  // IQ4_NL's one-token kernel (MXFP4's is matmul_decode_nibbles.cc) waits on its lookups, not on memory:
+  // spread row groups read 4-7% slower there (BM_DecodeShape, type 20), so it keeps neighbouring rows.
+  static constexpr bool kSpreadDecode = false;
   LLAMAY_AVX2_INLINE static W LoadW(const Block& b) {
     const __m256i w = _mm256_shuffle_epi8(LoadGrid(kGrid), avx2::UnpackNibbles16(b.qs));
     return {_mm256_abs_epi8(w), w};
@@ -129,8 +135,9 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
   __m256 acc[T], macc[T];
   for (int t = 0; t < T; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    // Decode streams the weights: prefetch the next tile's share.
-    if constexpr (T == 1) avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
+    // One token over neighbouring rows: prefetch the next tile's share (null `ahead`: spread rows, none).
+    if constexpr (T == 1)
+      if (ahead != nullptr) avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     typename Tr::W wv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) wv[r] = Tr::LoadW(reinterpret_cast<const Block*>(w[r])[b]);
@@ -158,16 +165,25 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
 
 constexpr int kTokens = 4;  // tokens per register tile
 
-// Tiles of 8 rows (a short last tile repeats its last row; those results are dropped) x kTokens tokens.
+// Tiles of 8 rows (a short last tile repeats a row; those results are dropped) x kTokens tokens. One token
+// (decode) streams the weights: its tiles are spread row groups (avx2::SpreadRowGroup8), which the hardware
+// prefetcher follows, unless Tr::kSpreadDecode says otherwise.
 template <class Tr>
 LLAMAY_AVX2 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                       int64_t tokens, int64_t n_in, float* y, size_t ys) {
   const int64_t nb = n_in / kQk;
+  if (tokens == 1 && Tr::kSpreadDecode) {
+    for (int64_t g = 0; g < avx2::SpreadGroups(rows); ++g) {
+      const avx2::Rows8 grp = avx2::SpreadRowGroup8(w, ws, rows, g, y);
+      RunRows8<Tr, 1>(grp.w, nullptr, act, as, nb, grp.y, ys);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; r += 8) {
     const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
     const uint8_t* const* wr = g.w;
     float* const* yr = g.y;
-    const uint8_t* ahead = w + (r + 8) * ws;
+    const uint8_t* ahead = tokens == 1 ? w + (r + 8) * ws : nullptr;
     int64_t t = 0;
     for (; t + kTokens <= tokens; t += kTokens) {
       float* yt[8];
