@@ -194,11 +194,12 @@ int RunBench(const BenchOptions& o) {
       std::printf("\nMiB/token: the weights one step reads plus the K/V of the positions it attends (%.0f KiB "
                   "a position, %d held and half of the %d generated)",
                   kv_bytes_per_position / 1024, o.depth, o.tg);
+    std::string ways;  // the kReadStreams tried: "1, 4, 8, 16"
+    for (int n : kReadStreams) ways += (ways.empty() ? "" : ", ") + std::to_string(n);
     std::printf(
-        "\nread bandwidth: %.1f GB/s (%d threads, %d stream%s each, the fastest of 1, 4, 8 and 16; median of "
-        "5 "
-        "passes over %s; last-level cache %s)\n",
-        bw.bytes_per_s / 1e9, model.n_threads(), bw.streams, bw.streams == 1 ? "" : "s",
+        "\nread bandwidth: %.1f GB/s (%d threads, %d stream%s each, the fastest of %s; median of 5 passes "
+        "over %s; last-level cache %s)\n",
+        bw.bytes_per_s / 1e9, model.n_threads(), bw.streams, bw.streams == 1 ? "" : "s", ways.c_str(),
         FormatBytes(bw.buffer_bytes).c_str(),
         bw.llc_bytes > 0 ? FormatBytes(bw.llc_bytes).c_str() : "unknown");
   }
