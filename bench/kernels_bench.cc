@@ -178,9 +178,10 @@ void BM_DecodeShape(benchmark::State& state) {
 void DecodeShapes(benchmark::internal::Benchmark* b) {
   const int64_t shapes[][3] = {
       {4096, 2048, 1}, {2048, 4096, 1}, {768, 2048, 16}, {2048, 768, 8}, {32000, 2048, 1}};
-  const TensorType types[] = {TensorType::kQ8_0,   TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
-                              TensorType::kQ5_1,   TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
-                              TensorType::kIQ4_NL, TensorType::kMXFP4};
+  const TensorType types[] = {TensorType::kQ8_0,   TensorType::kQ4_0,  TensorType::kQ4_1, TensorType::kQ5_0,
+                              TensorType::kQ5_1,   TensorType::kQ4_K,  TensorType::kQ5_K, TensorType::kQ6_K,
+                              TensorType::kIQ4_NL, TensorType::kMXFP4, TensorType::kF16,  TensorType::kF32,
+                              TensorType::kIQ4_XS};
   for (const auto& shape : shapes)
     for (TensorType t : types)
       for (int threads : {2, 1}) b->Args({shape[0], shape[1], shape[2], static_cast<int64_t>(t), threads});

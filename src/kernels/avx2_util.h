@@ -219,31 +219,27 @@ LLAMAY_AVX2_INLINE void RunTokens(const uint8_t* w, size_t ws, const uint8_t* ac
 // Kernel::kRowsDecode rows per register tile when there is a single token (decode: more independent
 // accumulators per weight stream), Kernel::kRows otherwise.
 //
-// A decode pair is row i with row i + rows/2 of the task, not two neighbours. Neighbouring rows shorter
-// than a page interleave two streams inside each 4 KiB page (+1152 bytes, -1008, +1152, ... for 2048
-// Q4_K weights), which the hardware prefetcher of a Zen 2 does not follow; two rows half a task apart are
-// two forward streams in pages of their own. kernels_bench BM_DecodeShape, 2 threads, streamed: Q4_K 4096
-// x 2048 16.4-17.4 -> 24.6-25.0 GiB/s, Q6_K 32000 x 2048 18.3-18.5 -> 26.2-26.9 (docs/benchmarks.md,
-// session 20). The kernels' own PrefetchBlock still pays here (20-21 GiB/s without it), where the 8-row
-// groups of SpreadRowGroup8 need none. Each row's arithmetic is unchanged, so are its bits.
+// Decode's register tile takes rows rows/RD apart (row i, i + rows/RD, ...), not RD neighbours. Neighbouring
+// rows interleave their reads (inside each 4 KiB page when a row is shorter than one: +1152 bytes, -1008,
+// +1152, ... for two rows of 2048 Q4_K weights), which the hardware prefetcher of a Zen 2 follows poorly;
+// rows apart are forward streams in regions of their own. kernels_bench BM_DecodeShape, 2 threads, streamed
+// (docs/benchmarks.md, session 20): Q4_K 4096 x 2048 16.4-17.4 -> 24.6-25.0 GiB/s, Q6_K 32000 x 2048
+// 18.3-18.5 -> 26.2-26.9, F16 4096 x 2048 24.9-25.1 -> 29.0-29.2 (one thread 13.1-13.3 -> 17.1). The
+// K-quants' own PrefetchBlock still pays (20-21 GiB/s without it), where the 8-row groups of
+// SpreadRowGroup8 need none. Each row's arithmetic is unchanged, so are its bits.
 template <class Kernel>
 LLAMAY_AVX2_INLINE void RunTile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                                 int64_t tokens, int64_t n_in, float* y, size_t ys) {
   int64_t r = 0;
   if (tokens == 1) {
     constexpr int RD = Kernel::kRowsDecode;
-    if constexpr (RD == 2) {
-      const int64_t half = rows / 2;
-      for (int64_t i = 0; i < half; ++i) {
-        float pair[2];
-        Kernel::template Run<2, 1>(w + i * ws, half * ws, act, as, n_in, pair, ys);
-        y[i] = pair[0];
-        y[i + half] = pair[1];
-      }
-      r = 2 * half;
-    } else {
-      for (; r + RD <= rows; r += RD) Kernel::template Run<RD, 1>(w + r * ws, ws, act, as, n_in, y + r, ys);
+    const int64_t part = rows / RD;
+    for (int64_t i = 0; i < part; ++i) {
+      float out[RD];
+      Kernel::template Run<RD, 1>(w + i * ws, part * ws, act, as, n_in, out, ys);
+      for (int k = 0; k < RD; ++k) y[i + k * part] = out[k];
     }
+    r = RD * part;
   }
   constexpr int R = Kernel::kRows;
   for (; r + R <= rows; r += R) RunTokens<Kernel, R>(w + r * ws, ws, act, as, tokens, n_in, y + r, ys);
