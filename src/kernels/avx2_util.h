@@ -177,6 +177,19 @@ LLAMAY_AVX2_INLINE void PrefetchTileShare(const uint8_t* ahead, int64_t b) {
   for (size_t off = 0; off < 8 * kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
+// The 8-row groups of a one-token product over `rows` rows: fn(group, ahead) for each. Spread groups
+// (SpreadRowGroup8) get a null `ahead`; neighbouring groups (RowGroup8) get the next group's rows, whose
+// share the run prefetches (PrefetchTileShare). No target attribute: it holds no intrinsics, and callers
+// outside AVX2 functions (matmul_decode_nibbles.cc's Decode) inline it too.
+template <typename Fn>
+inline void ForEachDecodeGroup8(const uint8_t* w, size_t ws, int64_t rows, float* y, bool spread, Fn&& fn) {
+  if (spread) {
+    for (int64_t g = 0; g < SpreadGroups(rows); ++g) fn(SpreadRowGroup8(w, ws, rows, g, y), nullptr);
+  } else {
+    for (int64_t r = 0; r < rows; r += 8) fn(RowGroup8(w, ws, rows, r, y), w + (r + 8) * ws);
+  }
+}
+
 // A tile's results: lane r of acc[t] to y[r][t * ys] (a null y[r] is a padded row, dropped).
 template <int T>
 LLAMAY_AVX2_INLINE void StoreTile8(const __m256* acc, float* const* y, size_t ys) {

@@ -135,7 +135,8 @@ LLAMAY_AVX2 void RunRows8(const uint8_t* const* w, const uint8_t* ahead, const u
   __m256 acc[T], macc[T];
   for (int t = 0; t < T; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    // One token over neighbouring rows: prefetch the next tile's share (null `ahead`: spread rows, none).
+    // One token over neighbouring rows: prefetch the next tile's share (null `ahead`: spread rows, or a
+    // remainder of several tokens, whose weights stay in cache: none).
     if constexpr (T == 1)
       if (ahead != nullptr) avx2::PrefetchTileShare<sizeof(Block)>(ahead, b);
     typename Tr::W wv[8];
@@ -172,28 +173,27 @@ template <class Tr>
 LLAMAY_AVX2 void Tile(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, size_t as,
                       int64_t tokens, int64_t n_in, float* y, size_t ys) {
   const int64_t nb = n_in / kQk;
-  if (tokens == 1 && Tr::kSpreadDecode) {
-    for (int64_t g = 0; g < avx2::SpreadGroups(rows); ++g) {
-      const avx2::Rows8 grp = avx2::SpreadRowGroup8(w, ws, rows, g, y);
-      RunRows8<Tr, 1>(grp.w, nullptr, act, as, nb, grp.y, ys);
-    }
+  if (tokens == 1) {
+    avx2::ForEachDecodeGroup8(w, ws, rows, y, Tr::kSpreadDecode,
+                              [&](const avx2::Rows8& g, const uint8_t* ahead) {
+                                RunRows8<Tr, 1>(g.w, ahead, act, as, nb, g.y, ys);
+                              });
     return;
   }
   for (int64_t r = 0; r < rows; r += 8) {
     const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
     const uint8_t* const* wr = g.w;
     float* const* yr = g.y;
-    const uint8_t* ahead = tokens == 1 ? w + (r + 8) * ws : nullptr;
     int64_t t = 0;
     for (; t + kTokens <= tokens; t += kTokens) {
       float* yt[8];
       for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
-      RunRows8<Tr, kTokens>(wr, ahead, act + t * as, as, nb, yt, ys);
+      RunRows8<Tr, kTokens>(wr, nullptr, act + t * as, as, nb, yt, ys);
     }
     for (; t < tokens; ++t) {
       float* yt[8];
       for (int i = 0; i < 8; ++i) yt[i] = yr[i] != nullptr ? yr[i] + t * ys : nullptr;
-      RunRows8<Tr, 1>(wr, ahead, act + t * as, as, nb, yt, ys);
+      RunRows8<Tr, 1>(wr, nullptr, act + t * as, as, nb, yt, ys);
     }
   }
 }

@@ -258,17 +258,9 @@ void Decode(const uint8_t* w, size_t ws, int64_t rows, const uint8_t* act, int64
   thread_local std::vector<ActBlock> scratch;
   if (scratch.size() < static_cast<size_t>(nb)) scratch.resize(static_cast<size_t>(nb));
   PrepareActs(act, nb, Ty::kOffset, scratch.data());
-  if constexpr (kSpread) {
-    for (int64_t g = 0; g < avx2::SpreadGroups(rows); ++g) {
-      const avx2::Rows8 grp = avx2::SpreadRowGroup8(w, ws, rows, g, y);
-      run(grp.w, nullptr, scratch.data(), nb, act, grp.y);
-    }
-  } else {
-    for (int64_t r = 0; r < rows; r += 8) {
-      const avx2::Rows8 g = avx2::RowGroup8(w, ws, rows, r, y);
-      run(g.w, w + (r + 8) * ws, scratch.data(), nb, act, g.y);
-    }
-  }
+  avx2::ForEachDecodeGroup8(w, ws, rows, y, kSpread, [&](const avx2::Rows8& g, const uint8_t* ahead) {
+    run(g.w, ahead, scratch.data(), nb, act, g.y);
+  });
 }
 
 }  // namespace
