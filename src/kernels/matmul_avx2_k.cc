@@ -118,7 +118,8 @@ struct K45Kernel {
   // products. The mins are one vpmaddwd of both rows' mins against the activation's eight sub-block sums;
   // the f32 step runs in two lanes in the reference's order (mul, mul, mul, sub, add; no FMA). Two rows,
   // not four: four rows at once computed 17% faster in cache but streamed 10-20% slower (four streams) on a
-  // Zen 2 (docs/benchmarks.md, session 19).
+  // Zen 2 (docs/benchmarks.md, session 19); with RunTile's rows apart (session 20) four read the same or up
+  // to 8% slower at 2 threads and 3-5% faster at one.
   LLAMAY_AVX2 static void RunDecode2(const uint8_t* w, size_t ws, const uint8_t* act, int64_t n_in,
                                      float* y) {
     const int64_t nb = n_in / kQkK;
