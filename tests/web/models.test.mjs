@@ -28,6 +28,7 @@ async function check(name, t) {
     const fork = (await api(server.url, `/v1/contexts/${ctx.id}/fork?n=1`, { method: 'POST' })).json;
     const child = fork.branches[0].id;
     await p.page.click(`.ctx-row[data-id="${child}"]`, { timeout: T(2000) });
+    await p.page.waitForSelector(`.ctx-row.selected[data-id="${child}"]`, { timeout: T(2000) });
     const want = (await api(server.url, `/v1/contexts/${child}/pages`)).json;
     await p.page.waitForSelector('#strip-body .group');
     const groups = await p.page.$$eval('#strip-body .group:not(.recurrent)', (gs) => gs.map((g) => ({
@@ -48,8 +49,20 @@ async function check(name, t) {
     await p.page.press('#prompt', 'Enter');
     const stats = await p.page.waitForSelector('.turn:not(.pending) .turn-stats', { timeout: T(30000) });
     assert.ok(Number(await stats.getAttribute('data-reused')) > 0, await stats.textContent());
-    await until('the grown context in the tree', async () =>
-      Number((await p.page.textContent(`.ctx-row[data-id="${child}"] .ctx-tokens`)).replace(/,/g, '')) > ctx.tokens);
+    assert.equal(await p.page.textContent('#chat-ctx'), child, 'the turn went to the selected fork');
+    assert.equal(await p.page.$('.turn .error'), null, 'the turn ended without an error');
+    const held = (await state(server.url)).contexts.find((c) => c.id === child);
+    assert.ok(held?.tokens > ctx.tokens, `the server holds the grown fork: ${JSON.stringify(held)}`);
+    try {
+      await until('the grown context in the tree', async () =>
+        Number((await p.page.textContent(`.ctx-row[data-id="${child}"] .ctx-tokens`)).replace(/,/g, '')) > ctx.tokens);
+    } catch (e) {
+      // What the page saw, for a failure that does not show here: its rows and its latest events.
+      const rows = await p.page.$$eval('.ctx-row', (rs) => rs.map((r) => r.textContent).join(' | '));
+      const log = await p.page.$$eval('#event-log li', (ls) => ls.slice(0, 12).map((l) => l.textContent).join(' | '));
+      e.message += `\nrows: ${rows}\nevents: ${log}\nconnection: ${await p.page.textContent('#conn')}`;
+      throw e;
+    }
     await p.page.screenshot({ path: shotPath(`webui-${name}.png`), fullPage: true });
     assert.deepEqual(p.record.errors, []);
     return { want, st };

@@ -187,7 +187,7 @@ test('a full-page screenshot', async () => {
   assert.deepEqual(ui.record.errors, []);
 });
 
-test('a /v1/state answer that raced a fork does not move the selection off the new child', async () => {
+test('a /v1/state answer that raced a fork neither drops the new child from the tree nor moves the selection off it', async () => {
   const p = await openPage(browser, `${server.url}/`);
   try {
     await p.page.waitForSelector('#conn.live', { timeout: T(5000) });
@@ -197,8 +197,18 @@ test('a /v1/state answer that raced a fork does not move the selection off the n
     const held = new Promise((r) => (release = r));
     let reads = 0;
     let read = false;
+    let second = false;
     await p.page.route('**/v1/state', async (route) => {
-      if (++reads > 1) return route.continue();
+      ++reads;
+      // The answer after the stale one comes late, so that the page draws (once a second at least) while
+      // it waits for it.
+      if (reads === 2) {
+        await new Promise((r) => setTimeout(r, 1500));
+        await route.continue();
+        second = true;
+        return;
+      }
+      if (reads > 2) return route.continue();
       const answer = await route.fetch();
       read = true;
       await held;
@@ -209,12 +219,22 @@ test('a /v1/state answer that raced a fork does not move the selection off the n
     const child = (await api(server.url, `/v1/contexts/${parent.id}/fork?n=1`, { method: 'POST' })).json.branches[0].id;
     await p.page.locator(`.ctx-row[data-id="${child}"]`).click({ timeout: T(2000) });
     await p.page.waitForSelector(`.ctx-row.selected[data-id="${child}"]`);
+    // Whether the child's row ever leaves the tree: the stale answer is not applied, so it must not (a row
+    // that vanishes for a frame loses a click on it).
+    await p.page.evaluate((id) => {
+      window.rowLost = false;
+      const rows = document.querySelector('#ctx-rows');
+      new MutationObserver(() => {
+        if (!rows.querySelector(`.ctx-row[data-id="${id}"]`)) window.rowLost = true;
+      }).observe(rows, { childList: true });
+    }, child);
     release();
     // The stale answer makes the page read /v1/state again; after that one the child is still selected.
-    await until('a fresh /v1/state read', async () => reads >= 2);
+    await until('the answer after the stale one', async () => second);
     await p.page.waitForSelector('#strip-body .group .cell', { timeout: T(2000) });
     assert.equal(await p.page.textContent('#strip-id'), child);
     assert.equal(await p.page.getAttribute('.ctx-row.selected', 'data-id'), child);
+    assert.equal(await p.page.evaluate(() => window.rowLost), false, 'the fork stayed in the tree throughout');
     assert.deepEqual(p.record.errors, []);
   } finally {
     await p.context.close();

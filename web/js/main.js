@@ -92,8 +92,8 @@ app.reload = () => {
     try {
       do {
         again = false;
-        // A snapshot older than an event already applied is not shown or acted on (its context list lacks
-        // what that event added, and the selection would move off a new fork): one more reload settles it.
+        // A snapshot older than an event already applied is not applied (lib/state.js): its context list
+        // lacks what that event added, and the selection would move off a new fork. One more reload settles it.
         if (applyState(app.model, await getJson('/v1/state')).stale) {
           again = true;
           continue;
@@ -129,9 +129,7 @@ function usedPages() {
 function afterChange() {
   const ctxs = app.model.contexts;
   for (const id of app.made) if (ctxs.has(id)) app.made.delete(id);
-  // A stale model may lack a context that exists (a fork newer than its snapshot): the selection waits for the
-  // next snapshot.
-  if (app.selected && !ctxs.has(app.selected) && !app.made.has(app.selected) && !app.model.stale) app.select(null);
+  if (app.selected && !ctxs.has(app.selected) && !app.made.has(app.selected)) app.select(null);
   if (!app.selected && ctxs.size > 0 && !app.chat.sending) app.select([...ctxs.keys()].sort(compareIds)[0]);
   else loadStrip();
   app.render();

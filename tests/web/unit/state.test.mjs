@@ -83,16 +83,25 @@ test('resync asks for a reload whatever its id; tree changes ask for one soon', 
   assert.equal(applyEvent(m, { id: 12, type: 'something.new', data: {} }, 0).refresh, false);
 });
 
-test('a snapshot older than an applied event says so', () => {
+test('a snapshot older than an applied event is not applied; the next answer is, whatever its id', () => {
   const m = emptyModel();
   applyState(m, snap());
   applyEvent(m, { id: 12, type: 'context.deleted', data: { id: 'ctx_1' } }, 0);
   assert.equal(applyState(m, snap()).stale, true);
   assert.equal(m.stale, true, 'the model says so until the next snapshot');
-  assert.equal(m.eventId, 10, 'the snapshot is the truth at its id');
-  assert.equal(applyState(m, snap()).stale, false, 'a server that restarted does not make every reload stale');
+  assert.equal(m.contexts.has('ctx_1'), false, 'the event the snapshot raced is not undone');
+  assert.equal(m.eventId, 12);
+  applyEvent(m, { id: 13, type: 'context.created', data: { id: 'ctx_2', tokens: 99, pages: 2 } }, 0);
+  assert.equal(m.contexts.get('ctx_2')?.tokens, 99, 'events still apply meanwhile');
+  assert.equal(applyState(m, { ...snap(), event_id: 14 }).stale, false);
   assert.equal(m.stale, false);
-  assert.equal(applyState(m, { ...snap(), event_id: 12 }).stale, false);
+  assert.equal(m.eventId, 14);
+  assert.equal(m.contexts.has('ctx_1'), true, 'the newer snapshot is the truth');
+  applyEvent(m, { id: 15, type: 'context.deleted', data: { id: 'ctx_1' } }, 0);
+  assert.equal(applyState(m, snap()).stale, true);
+  assert.equal(applyState(m, snap()).stale, false, 'a server that restarted does not make every reload stale');
+  assert.equal(m.eventId, 10, 'the restarted server counts from its own ids');
+  assert.equal(m.contexts.has('ctx_1'), true);
 });
 
 test('the log is bounded', () => {

@@ -9,7 +9,7 @@ export function emptyModel() {
   return {
     eventId: 0, // the newest event reflected in this model; older ones are skipped
     loaded: false,
-    stale: false, // the last snapshot was older than an event already applied
+    stale: false, // the last snapshot was older than an event already applied, and was not applied
     server: null,
     pool: { pages: {}, bytes: {}, max_bytes: 0 },
     contexts: new Map(), // id -> the context as /v1/state describes it
@@ -22,15 +22,20 @@ export function emptyModel() {
 
 export const LOG_LIMIT = 200;
 
-// Replaces what the snapshot covers; keeps the browser's own history (the event log). Returns whether the
-// snapshot is older than an event already applied: it raced that event (whose effect it has just undone),
-// or the server restarted and counts from 0 again. Either way one more reload settles it, and the model
-// takes the snapshot's id, so that the next snapshot is never older.
+// Replaces what the snapshot covers; keeps the browser's own history (the event log). A snapshot older
+// than an event already applied raced that event: applying it would undo the event (a fork's new child
+// would vanish from the tree for a moment, and a click on it be lost), so it is not applied, and it says
+// so ({ stale: true }): the caller asks again. The answer after a stale one is applied whatever its id:
+// asked for after the event was applied, it is newer, unless the server restarted and counts from 0
+// again, and then it is the truth.
 export function applyState(model, snap) {
   const id = Number(snap.event_id) || 0;
-  const stale = model.loaded && id < model.eventId;
+  if (model.loaded && id < model.eventId && !model.stale) {
+    model.stale = true; // until the next snapshot
+    return { stale: true };
+  }
   model.loaded = true;
-  model.stale = stale; // until the next snapshot: its context list may lack what newer events added
+  model.stale = false;
   model.eventId = id;
   model.server = snap.server ?? model.server;
   model.pool = snap.pool ?? model.pool;
@@ -38,7 +43,7 @@ export function applyState(model, snap) {
   model.contexts = new Map((snap.contexts ?? []).map((c) => [c.id, { ...model.contexts.get(c.id), ...c }]));
   model.prefix = snap.prefix_tree ?? model.prefix;
   model.counters = snap.counters ?? model.counters;
-  return { stale };
+  return { stale: false };
 }
 
 // Applies one event { id, type, data }. Returns { skipped, refresh, resync }: refresh asks for a reload of
