@@ -15,7 +15,7 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STORE=$T/store
-post() { curl -sS --max-time 60 -H 'Content-Type: application/json' "$@"; }
+post() { curl -sS --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$@"; }
 size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 turn() {
   post "$1/v1/completions" -d "{\"prompt\": \" and then\", \"max_tokens\": 6, \"temperature\": 0, \"logprobs\": 2, \"llamay_session\": \"$2\"}" |
@@ -93,7 +93,7 @@ for k in $(seq 1 16); do
   [ "$code" = 400 ] && grep -q snapshot_ "$T/cut.out" || { bad=$((bad + 1)); echo "  cut at $((whole * k / 17)): $code $(cat "$T/cut.out")"; }
 done
 [ "$bad" = 0 ] && pass "16 truncations of the file: each 400" || fail "$bad truncations were not refused"
-f=$(curl -sS --max-time 60 "$B/v1/contexts/restore" --data-binary @"$T/whole.llamayctx")
+f=$(curl -sS --max-time "$E2E_MAX_TIME" "$B/v1/contexts/restore" --data-binary @"$T/whole.llamayctx")
 s=$(post "$B/v1/contexts/restore" -d '{"name": "base"}')
 [ "$(jq -r .tokens <<<"$f")" = "$tokens" ] && [ "$(jq -r .tokens <<<"$s")" = "$tokens" ] &&
   pass "the answered download and the pushed snapshot restore after kill -9 ($tokens tokens each)" ||

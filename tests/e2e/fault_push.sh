@@ -17,7 +17,7 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STORE=$T/store
-post() { curl -sS --max-time 60 -H 'Content-Type: application/json' "$@"; }
+post() { curl -sS --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$@"; }
 body() { python3 -c "import json; print(json.dumps({'prompt': '$1 ' * $2}))"; }
 
 start_server first --store "$STORE"
@@ -39,7 +39,7 @@ for round in 1 2 3; do
   python3 "$here/lib/kill_when.py" "$A_PID" "$STORE" "$pattern" "$count" 20 >"$T/kill.out" &
   killer=$!
   until grep -qs watching "$T/kill.out"; do sleep 0.01; done
-  code=$(curl -sS -o "$T/push.out" -w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \
+  code=$(curl -sS -o "$T/push.out" -w '%{http_code}' --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' \
     "$A/v1/contexts/$nid/push" -d '{"name": "base"}' 2>/dev/null) || true
   wait "$killer" || true
   kill -KILL "$A_PID" 2>/dev/null || true  # when the trigger never came (the push ended first): killed after it

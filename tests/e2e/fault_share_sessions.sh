@@ -17,7 +17,7 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STORE=$T/store
-post() { curl -sS --max-time 60 -H 'Content-Type: application/json' "$@"; }
+post() { curl -sS --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$@"; }
 # turn URL SESSION PROMPT_FILE MAX: one completion on the session; prints "text logprobs".
 turn() {
   post "$1/v1/completions" -d "$(jq -c --arg s "$2" --argjson n "$4" '. + {max_tokens: $n, temperature: 0, logprobs: 2, llamay_session: $s}' "$3")" |
@@ -53,7 +53,7 @@ for round in 1 2 3; do
   # connection alive with spaces until its body, which comes after the commit).
   crc=0
   : >"$T/turn.out"
-  code=$(curl -sS -o "$T/turn.out" -w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' "$A/v1/completions" \
+  code=$(curl -sS -o "$T/turn.out" -w '%{http_code}' --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$A/v1/completions" \
     -d "$(jq -c --arg s "$sid" '. + {max_tokens: 1, temperature: 0, llamay_session: $s}' "$T/long.json")" 2>/dev/null) || crc=$?
   answered=no
   [ "$crc" = 0 ] && [ "$code" = 200 ] && jq -e '.choices[0]' "$T/turn.out" >/dev/null 2>&1 && answered=yes

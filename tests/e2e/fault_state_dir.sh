@@ -17,7 +17,7 @@ source "$here/lib.sh"
 trap stop_all_servers EXIT
 T=$LLAMAY_E2E_TMP
 STATE=$T/state
-post() { curl -fsS --max-time 60 -H 'Content-Type: application/json' "$@"; }
+post() { curl -fsS --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$@"; }
 declare -A tokens  # id -> tokens, of every context a save must keep
 declare -A fresh   # id -> tokens, of the round's new contexts
 

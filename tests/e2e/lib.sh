@@ -75,3 +75,9 @@ stop_all_servers() {
 fails=0
 pass() { echo "ok   $*"; }
 fail() { fails=$((fails + 1)); echo "FAIL $*"; }
+
+# The longest one request may take (curl --max-time): 60 s, stretched by E2E_TIME_SCALE on sanitizer builds
+# up to 300 s. Those prefill 10-40x slower, slower still beside other tests: in a CI run of the TSan suite a
+# 3,900-token prefill went past 60 s while the browser tests ran beside it.
+E2E_MAX_TIME=$((60 * ${E2E_TIME_SCALE:-1}))
+[ "$E2E_MAX_TIME" -le 300 ] || E2E_MAX_TIME=300

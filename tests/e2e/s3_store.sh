@@ -16,7 +16,7 @@ source "$here/lib/s3.sh"
 require_s3
 start_s3 1
 
-post() { curl -s --max-time 60 -H 'Content-Type: application/json' "$@"; }
+post() { curl -s --max-time "$E2E_MAX_TIME" -H 'Content-Type: application/json' "$@"; }
 turn() {
   post "$1/v1/completions" -d "$(jq -nc --arg p "$3" --arg s "$2" '{prompt: $p, max_tokens: 6, temperature: 0, logprobs: 2, llamay_session: $s}')" |
     jq -c '[.choices[0].text, .choices[0].logprobs.token_logprobs, .error.code]'

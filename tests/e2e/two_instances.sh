@@ -52,12 +52,12 @@ for _ in $(seq 100); do curl -fsS -o /dev/null --max-time 2 "$LB/health" && brea
 
 # turn URL SESSION TEXT: one completion on the session; prints "text logprobs".
 turn() {
-  curl -fsS --max-time 60 "$1/v1/completions" -H 'Content-Type: application/json' -d "$(jq -nc --arg p "$3" --arg s "$2" \
+  curl -fsS --max-time "$E2E_MAX_TIME" "$1/v1/completions" -H 'Content-Type: application/json' -d "$(jq -nc --arg p "$3" --arg s "$2" \
     '{prompt: $p, max_tokens: 8, temperature: 0, logprobs: 2, llamay_session: $s}')" |
     jq -c '[.choices[0].text, .choices[0].logprobs.token_logprobs]'
 }
 create() {
-  curl -fsS --max-time 60 "$1/v1/contexts" -H 'Content-Type: application/json' \
+  curl -fsS --max-time "$E2E_MAX_TIME" "$1/v1/contexts" -H 'Content-Type: application/json' \
     -d '{"prompt": "You are an agent. Tools: read_file, run_tests. The user asks you to fix a failing test."}' | jq -r .id
 }
 TURNS=(" call read_file(parser.c)" " result: line 42 overflows" " call run_tests()" " result: 3 failed" " call read_file(lexer.c)" " result: ok")
@@ -97,11 +97,11 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER_URL/v1/completions" -H 'C
 # A stored response (the Responses API) is a session like the others: made on c, continued on a new
 # instance d through the store, with the earlier turns read from the context rather than prefilled.
 C_URL=$SERVER_URL
-first=$(curl -fsS --max-time 60 "$C_URL/v1/responses" -H 'Content-Type: application/json' \
+first=$(curl -fsS --max-time "$E2E_MAX_TIME" "$C_URL/v1/responses" -H 'Content-Type: application/json' \
   -d '{"instructions":"You are an agent that fixes failing tests in a C project.","input":"parser.c fails","max_output_tokens":4,"temperature":0}')
 rid=$(echo "$first" | jq -r .id)
 start_server d --store "$STORE" --share-sessions
-next=$(curl -fsS --max-time 60 "$SERVER_URL/v1/responses" -H 'Content-Type: application/json' \
+next=$(curl -fsS --max-time "$E2E_MAX_TIME" "$SERVER_URL/v1/responses" -H 'Content-Type: application/json' \
   -d "{\"previous_response_id\":\"$rid\",\"input\":\"and lexer.c?\",\"max_output_tokens\":4,\"temperature\":0}")
 cached=$(echo "$next" | jq '.usage.input_tokens_details.cached_tokens')
 prompt=$(echo "$first" | jq '.usage.input_tokens')
