@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { URL_MAIN as U, SHARED, record, serverErrors, startServer } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, SHARED, record, serverErrors, startServer } from './lib/server.mjs';
 
 let OpenAI;
 try {
@@ -22,7 +22,7 @@ const recordingFetch = async (url, init) => {
   record(init?.method ?? 'GET', String(url), res.status);
   return res;
 };
-const clientFor = (url) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000, fetch: recordingFetch });
+const clientFor = (url) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(60000), fetch: recordingFetch });
 const client = clientFor(U);
 const model = 'llamay-demo';
 const prompt = 'Once upon a time';

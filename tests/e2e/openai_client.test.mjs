@@ -4,7 +4,7 @@
 // aborts. Greedy (temperature 0) output is compared exactly across these paths. Run by run.sh.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { URL_MAIN as U, http, recordingFetch, serverErrors, startServer, sleep } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, http, recordingFetch, serverErrors, startServer, sleep } from './lib/server.mjs';
 
 let OpenAI;
 try {
@@ -16,7 +16,7 @@ try {
 }
 
 // Every response the client gets is recorded, so the last test can assert that none was a 5xx.
-const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000, fetch: recordingFetch });
+const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(60000), fetch: recordingFetch });
 const messages = [{ role: 'user', content: 'Say something about forks.' }];
 const MAX = 12;
 

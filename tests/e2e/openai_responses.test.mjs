@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { URL_MAIN as U, recordingFetch, serverErrors } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, recordingFetch, serverErrors } from './lib/server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, 'package.json'));
@@ -23,7 +23,7 @@ try {
   console.error(`FAIL: openai, @openai/agents and zod must be installed in tests/e2e/node_modules (${e.code ?? e.message}); run scripts/setup`);
   process.exit(1);
 }
-const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000, fetch: recordingFetch });
+const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(120000), fetch: recordingFetch });
 const model = (await client.models.list()).data[0].id;
 const instructions = 'You are a careful assistant. Answer in one short sentence, and use the tools when they help.';
 
@@ -136,7 +136,7 @@ test('text.format json_schema constrains the answer', async () => {
 
 test('an Agents SDK agent loop with a function tool, over both model classes', async () => {
   agents.setTracingDisabled(true);
-  const sdkClient = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000, fetch: recordingFetch });
+  const sdkClient = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(120000), fetch: recordingFetch });
   let called = 0;
   const getWeather = agents.tool({
     name: 'get_weather', description: 'The weather in a city',

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { URL_MAIN as U, recordingFetch, serverErrors } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, recordingFetch, serverErrors } from './lib/server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, 'package.json'));
@@ -18,7 +18,7 @@ try {
   console.error(`FAIL: openai must be installed in tests/e2e/node_modules (${e.code ?? e.message}); run scripts/setup`);
   process.exit(1);
 }
-const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000, fetch: recordingFetch });
+const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(120000), fetch: recordingFetch });
 const model = (await client.models.list()).data[0].id;
 const messages = [{ role: 'user', content: 'Why is the sky blue?' }];
 const reasoningTokens = (usage) => usage.completion_tokens_details?.reasoning_tokens ?? 0;

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { URL_MAIN as U, recordingFetch, serverErrors } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, recordingFetch, serverErrors } from './lib/server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, 'package.json'));
@@ -28,7 +28,7 @@ const ajvOptions = { strict: false, allErrors: true, validateFormats: true };
 const ajv2020 = addFormats(new Ajv2020(ajvOptions)), ajv7 = addFormats(new AjvDraft7(ajvOptions));
 const compiled = new Map();
 const ajvFor = (schema) => (String(schema.$schema ?? '').includes('draft-07') ? ajv7 : ajv2020);
-const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000, fetch: recordingFetch });
+const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(120000), fetch: recordingFetch });
 const model = (await client.models.list()).data[0].id;
 const corpus = path.join(here, '../../src/grammar/testdata/schemas');
 const schemas = readdirSync(corpus).filter((f) => f.endsWith('.json')).sort()

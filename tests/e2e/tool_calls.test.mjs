@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { URL_MAIN as U, recordingFetch, serverErrors } from './lib/server.mjs';
+import { URL_MAIN as U, requestTimeout, recordingFetch, serverErrors } from './lib/server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, 'package.json'));
@@ -23,7 +23,7 @@ try {
   process.exit(1);
 }
 const ajv = new Ajv2020({ strict: false, allErrors: true });
-const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000, fetch: recordingFetch });
+const client = new OpenAI({ baseURL: `${U}/v1`, apiKey: 'unused', maxRetries: 0, timeout: requestTimeout(120000), fetch: recordingFetch });
 const model = (await client.models.list()).data[0].id;
 const SEEDS = Number(process.env.STRUCTURED_SEEDS ?? 8);  // fewer under sanitizers
 

@@ -13,6 +13,10 @@ if (!BIN || !URL_MAIN || !TMP) {
   process.exit(2);
 }
 
+// A client's limit for one request: ms, stretched by E2E_TIME_SCALE (10 under the sanitizer presets, whose
+// prefill runs 10-40x slower) up to 300 s, as lib.sh's E2E_MAX_TIME for the bash tests.
+export const requestTimeout = (ms) => Math.max(ms, Math.min(ms * (Number(process.env.E2E_TIME_SCALE) || 1), 300000));
+
 // Every HTTP status this process received, by status code, and the requests that got a 5xx.
 export const seen = new Map();
 export const serverErrors = [];
