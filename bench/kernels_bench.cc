@@ -538,7 +538,28 @@ BENCHMARK(BM_CausalConv1d)
 // mix 0 vpmaddubsw alone, 1 vpmaddubsw and vpmaddwd alternated, 2 vpmaddubsw and vpsignb alternated.
 // items_per_second: instructions per second. Where mix 1 runs no faster than mix 0 and mix 2 twice as fast,
 // vpmaddubsw and vpmaddwd share one pipe (Zen 2), and that rate per (vpmaddubsw + vpmaddwd) bounds the packed
-// tiles (docs/benchmarks.md, session 19). Example: kernels_bench --benchmark_filter=Avx2MultiplyMix
+// tiles (docs/benchmarks.md, session 19). Mix 3 runs six vpmaddubsw chains beside six vfmadd231ps chains
+// (items: the vpmaddubsw alone): at mix 0's rate, the FMAs found a pipe of their own (session 22).
+// Example: kernels_bench --benchmark_filter=Avx2MultiplyMix
+__attribute__((target("avx2,fma"))) void MultiplyFmaLoop(benchmark::State& state) {
+  const __m256i c = _mm256_set1_epi8(3);
+  const __m256 fc = _mm256_set1_ps(0.5f);
+  __m256i v[6];
+  __m256 f[6];
+  for (int k = 0; k < 6; ++k) v[k] = _mm256_set1_epi8(static_cast<char>(k + 1)), f[k] = _mm256_set1_ps(k);
+  for (auto _ : state) {
+    for (int i = 0; i < 1000; ++i) {
+      for (int k = 0; k < 6; ++k) {
+        v[k] = _mm256_maddubs_epi16(v[k], c);
+        f[k] = _mm256_fmadd_ps(f[k], fc, fc);
+      }
+      __asm__ volatile(""
+                       : "+x"(v[0]), "+x"(v[1]), "+x"(v[2]), "+x"(v[3]), "+x"(v[4]), "+x"(v[5]), "+x"(f[0]),
+                         "+x"(f[1]), "+x"(f[2]), "+x"(f[3]), "+x"(f[4]), "+x"(f[5]));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 6000);
+}
 template <int kMix>
 __attribute__((target("avx2"))) void MultiplyMixLoop(benchmark::State& state) {
   const __m256i c = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
@@ -573,11 +594,13 @@ void BM_Avx2MultiplyMix(benchmark::State& state) {
       return MultiplyMixLoop<0>(state);
     case 1:
       return MultiplyMixLoop<1>(state);
-    default:
+    case 2:
       return MultiplyMixLoop<2>(state);
+    default:
+      return MultiplyFmaLoop(state);
   }
 }
-BENCHMARK(BM_Avx2MultiplyMix)->DenseRange(0, 2)->ArgName("mix")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Avx2MultiplyMix)->DenseRange(0, 3)->ArgName("mix")->Unit(benchmark::kMicrosecond);
 #endif
 
 }  // namespace
