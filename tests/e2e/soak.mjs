@@ -549,7 +549,8 @@ const maxOf = (a) => Math.max(...a);
 // so the warm-up lasts the first quarter of the run, and longer if a quarter of the requests, or
 // WARMUP_REQUESTS of them (a quiet 2-core run's first 30 s), took longer, never past half of them.
 const WARMUP_REQUESTS = 3000 / TIME_SCALE;
-const doneS = (i) => (doneAt[Math.max(0, Math.min(doneAt.length - 1, Math.floor(i)) - 1)] - p0) / 1000;
+// When the i-th request (1-based, clamped to those made) ended, in seconds since the start.
+const doneS = (i) => (doneAt[Math.min(doneAt.length, Math.max(1, Math.floor(i))) - 1] - p0) / 1000;
 const warmT = doneAt.length === 0 ? WARMUP_S :
   Math.max(WARMUP_S, doneS(doneAt.length / 4), doneS(Math.min(WARMUP_REQUESTS, doneAt.length / 2)));
 const atWarm = rss.filter(([t]) => t <= warmT).at(-1);
